@@ -1,0 +1,24 @@
+"""graphview: an immutable op graph with Numba kernels, reverse-mode autodiff and gradient checks."""
+from graphview.errors import (DTypeError, ExecutionError, GraphFileError, GraphviewError, IndexDescriptorError,
+                              InplaceModificationError, NameConflictError, PlaceholderError, ShapeError,
+                              UnknownNameError)
+import importlib
+
+from graphview.graph import Graph
+from graphview.variable import Kind, Variable
+
+# Importing the subpackage registers the built-in ops; it also binds the name
+# ``graphview.ops`` to the subpackage, so the function is imported after it.
+importlib.import_module("graphview.ops")
+from graphview.registry import defop, ops  # noqa: E402
+from graphview.testing import Sample
+
+VARIABLE, CONSTANT, PLACEHOLDER, ARRAY = Kind.VARIABLE, Kind.CONSTANT, Kind.PLACEHOLDER, Kind.ARRAY
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "ops", "Sample",
+    "GraphviewError", "ShapeError", "DTypeError", "IndexDescriptorError", "InplaceModificationError",
+    "GraphFileError", "NameConflictError", "UnknownNameError", "PlaceholderError", "ExecutionError",
+]

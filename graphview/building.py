@@ -1,0 +1,114 @@
+"""Adding an op to a graph: input conversion, dtype promotion, shape and dtype rules.
+
+This is the one place where the promotion rules of ``graphview.dtypes`` are
+applied: mixed dtypes become explicit ``cast`` nodes before the op is added,
+so kernels only ever see the dtypes their op computes in.
+"""
+import numpy as np
+
+from graphview import dtypes
+from graphview.errors import DTypeError, GraphviewError, ShapeError
+from graphview.shapes import format_shape
+from graphview.variable import Kind, Variable
+
+
+def build_op(graph, definition, inputs, attrs, name):
+    op = definition.name
+    variables = _as_variables(graph, op, inputs)
+    variables = _promote(graph, definition, variables)
+    frozen = freeze_attrs(op, attrs)
+    shapes = [v.node.shape for v in variables]
+    kinds = [v.node.dtype for v in variables]
+    try:
+        shape = tuple(definition.shape(*shapes, **dict(frozen)))
+        dtype = np.dtype(definition.dtype(*kinds, **dict(frozen)) if definition.dtype else kinds[0])
+    except (GraphviewError, ValueError, TypeError, IndexError) as error:
+        raise _error_kind(error)(f"{op}{_describe(name, variables, frozen)}: {error}") from None
+    dtypes.as_dtype(dtype, f"{op}: output")
+    for dim in shape:
+        if dim is not None and (not isinstance(dim, (int, np.integer)) or dim < 0):
+            raise ShapeError(f"{op}{_describe(name, variables, frozen)}: the shape rule gave {shape}")
+    shape = tuple(None if d is None else int(d) for d in shape)
+    full = graph._new_name(name, op)
+    return graph._add_node(full, Kind.ARRAY, op, [v.name for v in variables], frozen, shape, dtype)
+
+
+def _error_kind(error):
+    """Rules may raise plain ValueError/TypeError; report them as ShapeError/DTypeError."""
+    if isinstance(error, GraphviewError):
+        return type(error)
+    return DTypeError if isinstance(error, TypeError) else ShapeError
+
+
+def _as_variables(graph, op, inputs):
+    partner = None
+    kinds = [v.dtype for v in inputs if isinstance(v, Variable)]
+    if kinds:
+        partner = dtypes.result_type(*kinds)
+    variables = []
+    for position, value in enumerate(inputs):
+        if isinstance(value, Variable):
+            if value.graph is not graph:
+                raise GraphviewError(f"{op}: input {position} ({value.name!r}) belongs to graph "
+                                     f"{value.graph.name!r}, not {graph.name!r}")
+            variables.append(value)
+        elif isinstance(value, (list, tuple)):
+            raise GraphviewError(f"{op}: input {position} is a {type(value).__name__}; "
+                                 "pass a variable, a number or a NumPy array")
+        else:
+            try:
+                variables.append(graph.constant_like(value, partner))
+            except GraphviewError as error:
+                raise type(error)(f"{op}: input {position}: {error}") from None
+    return variables
+
+
+def _promote(graph, definition, variables):
+    positions = definition.promote_inputs
+    if positions is None:
+        positions = range(len(variables))
+    positions = [p for p in positions if p < len(variables)]
+    if definition.accepts is not None:
+        for p in positions:
+            dtypes.check_category(definition.name, f"{p} ({variables[p].name!r})",
+                                  variables[p].dtype, definition.accepts)
+    if not definition.promote or not positions:
+        return variables
+    target = dtypes.result_type(*[variables[p].dtype for p in positions])
+    if definition.promote == "float":
+        target = dtypes.float_result(target)
+    from graphview.ops.math import cast
+    promoted = list(variables)
+    for p in positions:
+        if promoted[p].dtype != target:
+            promoted[p] = cast(promoted[p], target)
+    return promoted
+
+
+def freeze_attrs(op, attrs):
+    """Attributes as a sorted tuple of (name, value) pairs of hashable plain values."""
+    return tuple(sorted((key, _freeze(op, key, value)) for key, value in attrs.items()))
+
+
+def _freeze(op, key, value):
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(op, key, item) for item in value)
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        return np.dtype(value).name
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise GraphviewError(f"{op}: attribute {key}={value!r} must be a number, string, bool, None or a tuple of them")
+
+
+def _describe(name, variables, attrs):
+    parts = [f"{v.name} {format_shape(v.node.shape)} {v.node.dtype.name}" for v in variables]
+    described = f" ({', '.join(parts)})" if parts else ""
+    settings = f" with {', '.join(f'{k}={v!r}' for k, v in attrs)}" if attrs else ""
+    named = f" {name!r}" if name else ""
+    return f"{named}{described}{settings}"

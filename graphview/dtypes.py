@@ -1,0 +1,77 @@
+"""The dtypes graphview supports and its promotion rules, in one place.
+
+Promotion follows NumPy's ``np.result_type`` over the five supported dtypes
+(so int32 with float32 gives float64, as in NumPy). Python scalars are *weak*:
+they take the dtype of the variable they meet when its kind allows it
+(``x_float32 + 1.5`` stays float32, ``x_int32 + 2`` stays int32), as in
+NumPy 2 (NEP 50), JAX and PyTorch. Ops that need floating point (exp, div, ...)
+promote integer and bool inputs to float64, as NumPy does. Nothing else is
+cast implicitly, and every implicit cast is an explicit ``cast`` node in the
+graph, visible in ``g.summary()``.
+"""
+import numpy as np
+
+from graphview.errors import DTypeError
+
+FLOAT32 = np.dtype(np.float32)
+FLOAT64 = np.dtype(np.float64)
+INT32 = np.dtype(np.int32)
+INT64 = np.dtype(np.int64)
+BOOL = np.dtype(np.bool_)
+
+FLOATS = (FLOAT32, FLOAT64)
+INTS = (INT32, INT64)
+NUMERIC = INTS + FLOATS
+ALL = (BOOL,) + NUMERIC
+
+CATEGORY_NAMES = {FLOATS: "floating point", INTS: "integer", NUMERIC: "numeric", ALL: "any supported"}
+
+
+def as_dtype(value, what="dtype"):
+    """Normalize ``value`` to one of the supported NumPy dtypes."""
+    try:
+        dtype = np.dtype(value)
+    except TypeError as error:
+        raise DTypeError(f"{what}: {value!r} is not a dtype") from error
+    if dtype not in ALL:
+        names = ", ".join(d.name for d in ALL)
+        raise DTypeError(f"{what}: dtype {dtype.name} is not supported; use one of {names}")
+    return dtype
+
+
+def is_float(dtype):
+    return np.dtype(dtype) in FLOATS
+
+
+def is_integer(dtype):
+    return np.dtype(dtype) in INTS
+
+
+def result_type(*dtypes):
+    """The common dtype of ``dtypes`` under NumPy's promotion rules."""
+    return np.result_type(*dtypes)
+
+
+def float_result(dtype):
+    """The dtype a floating-point op computes in for an input of ``dtype``."""
+    return dtype if dtype in FLOATS else FLOAT64
+
+
+def weak_scalar_dtype(value, partner):
+    """The dtype a Python scalar takes next to a variable of dtype ``partner``."""
+    if isinstance(value, (bool, np.bool_)):
+        return BOOL
+    if isinstance(value, (int, np.integer)):
+        return partner if partner in NUMERIC else INT64
+    if isinstance(value, (float, np.floating)):
+        return partner if partner in FLOATS else FLOAT64
+    raise DTypeError(f"{type(value).__name__} {value!r} is not a number")
+
+
+def check_category(op, name, dtype, category):
+    """Raise DTypeError unless ``dtype`` belongs to ``category``."""
+    if dtype not in category:
+        raise DTypeError(
+            f"{op}: input {name} has dtype {dtype.name}, but {op} needs a "
+            f"{CATEGORY_NAMES.get(category, 'different')} dtype "
+            f"({', '.join(d.name for d in category)})")

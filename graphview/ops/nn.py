@@ -1,0 +1,145 @@
+"""Neural-network ops: relu, sigmoid, gelu, softmax, log_softmax, dropout (tanh is in math)."""
+import numpy as np
+
+from graphview import dtypes
+from graphview.registry import defop, public
+from graphview.shapes import normalize_axis
+from graphview.testing import Sample, transposed
+from graphview.ops.math import elementwise, mul, sub, exp, unary_samples
+from graphview.ops.reduce import sum as reduce_sum, three_axis_view
+from graphview.ops.shape import contiguous
+from kernels import elementwise as elementwise_kernels
+from kernels import nn as kernels
+from kernels import random as random_kernels
+
+
+def _gelu_reference(x):
+    from math import erf
+    return (0.5 * x * (1.0 + np.vectorize(erf)(x / np.sqrt(2.0)))).astype(x.dtype)
+
+
+def _gelu_derivative_reference(x):
+    from math import erf
+    cdf = 0.5 * (1.0 + np.vectorize(erf)(x / np.sqrt(2.0)))
+    return (cdf + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)).astype(x.dtype)
+
+
+step = elementwise("step", elementwise_kernels.step, promote="float", namespace=None, differentiable=False,
+                   reference=lambda x: (x > 0).astype(x.dtype), samples=unary_samples(),
+                   doc="1 where x > 0, else 0 (the derivative of relu).")
+gelu_derivative = elementwise("gelu_derivative", elementwise_kernels.gelu_derivative, promote="float",
+                              namespace=None, differentiable=False, reference=_gelu_derivative_reference,
+                              samples=unary_samples(), doc="The derivative of gelu.")
+relu = elementwise("relu", elementwise_kernels.relu, promote="float", namespace="nn",
+                   vjp=lambda g, out, x: (mul(g, step(x)),), reference=lambda x: np.maximum(x, 0).astype(x.dtype),
+                   samples=unary_samples(), doc="max(x, 0).")
+sigmoid = elementwise("sigmoid", elementwise_kernels.sigmoid, promote="float", namespace="nn",
+                      vjp=lambda g, out, x: (mul(g, mul(out, sub(1.0, out))),),
+                      reference=lambda x: (1 / (1 + np.exp(-x.astype(np.float64)))).astype(x.dtype),
+                      samples=unary_samples(low=-6, high=6), doc="1 / (1 + exp(-x)), without overflow.")
+gelu = elementwise("gelu", elementwise_kernels.gelu, promote="float", namespace="nn",
+                   vjp=lambda g, out, x: (mul(g, gelu_derivative(x)),), reference=_gelu_reference,
+                   samples=unary_samples(), doc="x * Phi(x), the exact (erf) GELU.")
+
+
+def _softmax_kernel(log):
+    def launch(x, out, axis=-1):
+        axis = normalize_axis(axis, x.ndim)
+        x3 = three_axis_view(contiguous(x), (axis,))
+        kernels.softmax_rows(x3, out.reshape(x3.shape), log)
+    return launch
+
+
+def _softmax_reference(x, axis=-1):
+    shifted = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return shifted / np.sum(shifted, axis=axis, keepdims=True)
+
+
+def _log_softmax_reference(x, axis=-1):
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def _softmax_samples():
+    r = np.random.default_rng(14)
+    samples = []
+    for dtype in (np.float64, np.float32):
+        x = r.normal(size=(3, 4, 5)).astype(dtype)
+        name = np.dtype(dtype).name
+        samples += [Sample((x,), {"axis": -1}, label=f"last {name}"), Sample((x,), {"axis": 1}, label=f"middle {name}"),
+                    Sample((transposed(x[0]),), {"axis": 0}, label=f"transposed {name}")]
+    samples.append(Sample((np.zeros((0, 3)),), {"axis": -1}, label="empty"))
+    samples.append(Sample((np.array([[1000.0, 0.0, -1000.0]]),), {"axis": -1}, label="large", gradcheck=False))
+    return samples
+
+
+def _softmax_shape(x, axis=-1):
+    normalize_axis(axis, len(x))
+    return x
+
+
+_softmax = defop("softmax", shape=_softmax_shape, kernel=_softmax_kernel(False), promote="float",
+                 accepts=dtypes.NUMERIC, samples=_softmax_samples, reference=_softmax_reference, family="nn",
+                 vjp=lambda g, out, x, axis=-1: (mul(out, sub(g, reduce_sum(mul(g, out), axis, keepdims=True))),),
+                 doc="exp(x) / sum(exp(x)) along axis, shifted by the max.")
+_log_softmax = defop("log_softmax", shape=_softmax_shape, kernel=_softmax_kernel(True), promote="float",
+                     accepts=dtypes.NUMERIC, samples=_softmax_samples, reference=_log_softmax_reference, family="nn",
+                     vjp=lambda g, out, x, axis=-1: (sub(g, mul(exp(out), reduce_sum(g, axis, keepdims=True))),),
+                     doc="x - logsumexp(x) along axis.")
+
+
+@public("nn")
+def softmax(x, axis=-1, *, name=None):
+    """exp(x) / sum(exp(x)) along axis."""
+    return _softmax(x, name=name, axis=axis)
+
+
+@public("nn")
+def log_softmax(x, axis=-1, *, name=None):
+    """x - logsumexp(x) along axis."""
+    return _log_softmax(x, name=name, axis=axis)
+
+
+def _dropout_check(rate):
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"rate {rate} must be in [0, 1)")
+
+
+def _dropout_kernel(x, out, rate=0.5, seed=0):
+    random_kernels.dropout(contiguous(x), out, np.uint64(seed), rate)
+
+
+def _dropout_shape(x, rate=0.5, seed=0):
+    _dropout_check(rate)
+    return x
+
+
+def _dropout_reference(x, rate=0.5, seed=0):
+    from graphview.ops.random import unit_reference
+    keep = unit_reference(seed, x.size).reshape(x.shape) >= rate
+    return np.where(keep, x / (1.0 - rate), 0.0).astype(x.dtype)
+
+
+def _dropout_samples():
+    r = np.random.default_rng(15)
+    return [Sample((r.random((4, 5)),), {"rate": 0.5, "seed": 3}, label="float64"),
+            Sample((r.random((4, 5)).astype(np.float32),), {"rate": 0.25, "seed": 4}, label="float32"),
+            Sample((transposed(r.random((3, 4))),), {"rate": 0.1, "seed": 5}, label="transposed")]
+
+
+_dropout = defop("dropout", shape=_dropout_shape, kernel=_dropout_kernel, promote="float", accepts=dtypes.FLOATS,
+                 vjp=lambda g, out, x, rate=0.5, seed=0: (_dropout(g, rate=rate, seed=seed),),
+                 samples=_dropout_samples, reference=_dropout_reference, family="nn",
+                 doc="Zero each element with probability rate and scale the rest by 1/(1-rate).")
+
+
+@public("nn")
+def dropout(x, rate=0.5, seed=None, training=True, *, name=None):
+    """Inverted dropout with a mask fixed by ``seed`` (from the node's name when None); identity when not training."""
+    if not training or rate == 0:
+        return x
+    _dropout_check(rate)
+    if seed is None:
+        from graphview.ops.random import default_seed
+        seed = default_seed(x.graph, name or "dropout")
+    return _dropout(x, name=name, rate=float(rate), seed=int(seed))

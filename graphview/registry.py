@@ -1,0 +1,181 @@
+"""The op registry: ``gv.defop`` declares an op once, and everything else finds it here.
+
+An op declaration holds its shape rule, dtype rule, kernel, gradient rule and
+test samples. The graph, the executor, autodiff, the CLI and the generic tests
+all read this table; adding an op never needs a third edit.
+"""
+import contextvars
+import functools
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from graphview.errors import GraphviewError
+
+_REGISTRY = {}
+_CALLABLES = {}
+NAMESPACES = {}
+
+# Set while a namespace method (g.math.add, ...) runs, so that ops whose inputs
+# are all Python scalars or arrays still know which graph to join.
+default_graph = contextvars.ContextVar("graphview_default_graph", default=None)
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """Everything graphview knows about one op."""
+    name: str
+    shape: Callable
+    kernel: Optional[Callable]
+    dtype: Optional[Callable] = None
+    vjp: Optional[Callable] = None
+    inplace: tuple = ()
+    view: bool = False
+    differentiable: bool = True
+    promote: Optional[str] = None
+    promote_inputs: Optional[tuple] = None
+    accepts: Optional[tuple] = None
+    samples: Optional[Callable] = None
+    reference: Optional[Callable] = None
+    family: str = "custom"
+    doc: str = ""
+    attrs_doc: dict = field(default_factory=dict)
+
+    @property
+    def has_gradient(self):
+        return self.vjp is not None
+
+
+class Op:
+    """The callable ``gv.defop`` returns: ``op(*inputs, name=None, **attrs)`` adds a node."""
+
+    def __init__(self, definition):
+        self.definition = definition
+        self.__name__ = definition.name
+        self.__doc__ = definition.doc
+
+    def __call__(self, *inputs, name=None, **attrs):
+        graph = graph_of(inputs, self.definition.name)
+        return graph.add_op(self.definition, inputs, attrs, name)
+
+    def __repr__(self):
+        return f"<graphview op {self.definition.name}>"
+
+
+def graph_of(inputs, op_name):
+    """The graph the inputs belong to (all the same one), or the namespace's graph."""
+    from graphview.variable import Variable
+    graph = None
+    for value in _flatten(inputs):
+        if isinstance(value, Variable):
+            if graph is not None and value.graph is not graph:
+                raise GraphviewError(
+                    f"{op_name}: inputs come from two graphs ({graph.name!r} and {value.graph.name!r})")
+            graph = value.graph
+    if graph is None:
+        graph = default_graph.get()
+    if graph is None:
+        raise GraphviewError(
+            f"{op_name}: no input is a graph variable, so the graph is unknown; "
+            f"call it through a graph namespace, e.g. g.math.{op_name}(...)")
+    return graph
+
+
+def _flatten(values):
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            yield from _flatten(value)
+        else:
+            yield value
+
+
+def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
+          differentiable=None, promote=None, promote_inputs=None, accepts=None,
+          samples=None, reference=None, family="custom", namespace=None, doc=""):
+    """Declare an op and return the callable that adds it to a graph.
+
+    ``shape(*input_shapes, **attrs)`` gives the output shape, ``dtype(*input_dtypes,
+    **attrs)`` the output dtype (default: the first input's), ``kernel(*arrays, out,
+    **attrs)`` writes the result into ``out`` (a view op's ``kernel(*arrays, **attrs)``
+    returns a view instead), and ``vjp(grad, out, *inputs, **attrs)`` returns one
+    gradient variable or None per input. ``inplace`` lists the input positions the op
+    writes. ``samples()`` yields :class:`graphview.testing.Sample` cases checked against
+    ``reference(*arrays, **attrs)`` by the generic op tests.
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise GraphviewError(f"defop: op name {name!r} is not an identifier")
+    if name in _REGISTRY:
+        raise GraphviewError(f"defop: an op named {name!r} is already registered")
+    if not callable(shape):
+        raise GraphviewError(f"defop {name}: shape must be a function of the input shapes")
+    if kernel is None or not callable(kernel):
+        raise GraphviewError(f"defop {name}: kernel must be a Numba function writing into out")
+    definition = OpDef(
+        name=name, shape=shape, kernel=kernel, dtype=dtype, vjp=vjp, inplace=tuple(inplace),
+        view=view, differentiable=(vjp is not None) if differentiable is None else differentiable,
+        promote=promote, promote_inputs=promote_inputs, accepts=accepts, samples=samples,
+        reference=reference, family=family, doc=doc or (kernel.__doc__ or "").strip())
+    _REGISTRY[name] = definition
+    op = Op(definition)
+    _CALLABLES[name] = op
+    if namespace:
+        for space in (namespace,) if isinstance(namespace, str) else namespace:
+            NAMESPACES.setdefault(space, {})[name] = op
+    return op
+
+
+def public(namespace, name=None):
+    """Put a Python function in a graph namespace (``g.<namespace>.<name>``)."""
+    def register(function):
+        for space in (namespace,) if isinstance(namespace, str) else namespace:
+            NAMESPACES.setdefault(space, {})[name or function.__name__] = function
+        return function
+    return register
+
+
+def get(name):
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise GraphviewError(f"no op named {name!r} is registered") from None
+
+
+def op(name):
+    """The callable of a registered op: ``op("add")(x, y)``."""
+    get(name)
+    return _CALLABLES[name]
+
+
+def ops():
+    """The names of every registered op, sorted."""
+    return sorted(_REGISTRY)
+
+
+def definitions():
+    return [_REGISTRY[name] for name in ops()]
+
+
+class Namespace:
+    """``g.math``, ``g.nn``, ...: the namespace's functions, bound to one graph."""
+
+    def __init__(self, graph, space):
+        self._graph = graph
+        self._space = space
+
+    def __getattr__(self, name):
+        functions = NAMESPACES.get(self._space, {})
+        if name not in functions:
+            raise AttributeError(
+                f"g.{self._space} has no op {name!r}; it has {', '.join(sorted(functions))}")
+        function = functions[name]
+
+        @functools.wraps(function)
+        def bound(*args, **kwargs):
+            token = default_graph.set(self._graph)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                default_graph.reset(token)
+        return bound
+
+    def __dir__(self):
+        return sorted(NAMESPACES.get(self._space, {}))

@@ -1,0 +1,334 @@
+"""Element-wise kernels, built from one scalar function per op.
+
+Every op gets two compiled forms from the same scalar function:
+
+* ``contiguous(*inputs, out, lo, hi)``: a flat loop over C-contiguous arrays of
+  the output's shape, run in chunks on threads for large arrays;
+* ``strided``: a Numba ufunc (``vectorize``), whose compiled inner loop handles
+  any strides, broadcasting (stride 0), transposes and negative strides.
+
+The scalar functions live in this file on purpose: Numba's cache tracks only
+the file of the function it compiles, so a callee in another file could leave
+a stale kernel in the cache.
+"""
+import math
+
+import numpy as np
+from numba import njit, vectorize
+from numba.extending import register_jitable
+
+from kernels.threads import PARALLEL_THRESHOLD, WORKERS, chunks, pool
+
+JIT = dict(cache=True, nogil=True, error_model="numpy")
+
+
+class Elementwise:
+    """A callable ``kernel(*inputs, out)`` choosing the contiguous or strided form."""
+
+    def __init__(self, name, contiguous, strided):
+        self.name = name
+        self.contiguous = contiguous
+        self.strided = strided
+
+    def __call__(self, *arrays):
+        out = arrays[-1]
+        inputs = arrays[:-1]
+        shape = out.shape
+        for array in inputs:
+            if array.shape != shape or not array.flags.c_contiguous:
+                self.strided(*inputs, out=out)
+                return out
+        size = out.size
+        if size < PARALLEL_THRESHOLD or WORKERS == 1:
+            self.contiguous(*arrays, 0, size)
+        else:
+            futures = [pool().submit(self.contiguous, *arrays, lo, hi) for lo, hi in chunks(size)]
+            for future in futures:
+                future.result()
+        return out
+
+    def __repr__(self):
+        return f"<element-wise kernel {self.name}>"
+
+
+def unary(scalar):
+    @njit(**JIT)
+    def contiguous(a, out, lo, hi):
+        x = a.reshape(a.size)
+        z = out.reshape(out.size)
+        for i in range(lo, hi):
+            z[i] = scalar(x[i])
+
+    return Elementwise(scalar.__name__, contiguous, vectorize(cache=True)(scalar))
+
+
+def binary(scalar):
+    @njit(**JIT)
+    def contiguous(a, b, out, lo, hi):
+        x = a.reshape(a.size)
+        y = b.reshape(b.size)
+        z = out.reshape(out.size)
+        for i in range(lo, hi):
+            z[i] = scalar(x[i], y[i])
+
+    return Elementwise(scalar.__name__, contiguous, vectorize(cache=True)(scalar))
+
+
+def ternary(scalar):
+    @njit(**JIT)
+    def contiguous(a, b, c, out, lo, hi):
+        x = a.reshape(a.size)
+        y = b.reshape(b.size)
+        w = c.reshape(c.size)
+        z = out.reshape(out.size)
+        for i in range(lo, hi):
+            z[i] = scalar(x[i], y[i], w[i])
+
+    return Elementwise(scalar.__name__, contiguous, vectorize(cache=True)(scalar))
+
+
+# --- arithmetic -------------------------------------------------------------
+
+@register_jitable
+def add_scalar(x, y):
+    return x + y
+
+
+@register_jitable
+def sub_scalar(x, y):
+    return x - y
+
+
+@register_jitable
+def mul_scalar(x, y):
+    return x * y
+
+
+@register_jitable
+def div_scalar(x, y):
+    return x / y
+
+
+@register_jitable
+def pow_scalar(x, y):
+    return x ** y
+
+
+@register_jitable
+def maximum_scalar(x, y):
+    # NaN wins, as in np.maximum.
+    if x != x:
+        return x
+    if y != y:
+        return y
+    return x if x >= y else y
+
+
+@register_jitable
+def minimum_scalar(x, y):
+    if x != x:
+        return x
+    if y != y:
+        return y
+    return x if x <= y else y
+
+
+@register_jitable
+def neg_scalar(x):
+    return -x
+
+
+@register_jitable
+def abs_scalar(x):
+    return np.abs(x)
+
+
+@register_jitable
+def square_scalar(x):
+    return x * x
+
+
+@register_jitable
+def sign_scalar(x):
+    return np.sign(x)
+
+
+@register_jitable
+def reciprocal_scalar(x):
+    return 1.0 / x
+
+
+# --- transcendental ----------------------------------------------------------
+
+@register_jitable
+def exp_scalar(x):
+    return np.exp(x)
+
+
+@register_jitable
+def log_scalar(x):
+    return np.log(x)
+
+
+@register_jitable
+def sqrt_scalar(x):
+    return np.sqrt(x)
+
+
+@register_jitable
+def sin_scalar(x):
+    return np.sin(x)
+
+
+@register_jitable
+def cos_scalar(x):
+    return np.cos(x)
+
+
+@register_jitable
+def tanh_scalar(x):
+    return np.tanh(x)
+
+
+# --- activations -------------------------------------------------------------
+
+@register_jitable
+def relu_scalar(x):
+    # NaN propagates, as in np.maximum(x, 0).
+    return x if x > 0 or x != x else 0.0
+
+
+@register_jitable
+def sigmoid_scalar(x):
+    # Two branches so that exp never overflows.
+    if x >= 0:
+        return 1.0 / (1.0 + np.exp(-x))
+    z = np.exp(x)
+    return z / (1.0 + z)
+
+
+@register_jitable
+def gelu_scalar(x):
+    return 0.5 * x * (1.0 + math.erf(x * 0.7071067811865476))
+
+
+@register_jitable
+def step_scalar(x):
+    """1 where x > 0, else 0: the derivative of relu."""
+    return 1.0 if x > 0 else 0.0
+
+
+@register_jitable
+def gelu_derivative_scalar(x):
+    cdf = 0.5 * (1.0 + math.erf(x * 0.7071067811865476))
+    pdf = 0.3989422804014327 * np.exp(-0.5 * x * x)
+    return cdf + x * pdf
+
+
+# --- comparisons and selection -----------------------------------------------
+
+@register_jitable
+def eq_scalar(x, y):
+    return x == y
+
+
+@register_jitable
+def ne_scalar(x, y):
+    return x != y
+
+
+@register_jitable
+def lt_scalar(x, y):
+    return x < y
+
+
+@register_jitable
+def le_scalar(x, y):
+    return x <= y
+
+
+@register_jitable
+def gt_scalar(x, y):
+    return x > y
+
+
+@register_jitable
+def ge_scalar(x, y):
+    return x >= y
+
+
+@register_jitable
+def where_scalar(condition, x, y):
+    return x if condition else y
+
+
+# --- copies and casts ----------------------------------------------------------
+
+@register_jitable
+def copy_scalar(x):
+    return x
+
+
+@register_jitable
+def to_float32_scalar(x):
+    return np.float32(x)
+
+
+@register_jitable
+def to_float64_scalar(x):
+    return np.float64(x)
+
+
+@register_jitable
+def to_int32_scalar(x):
+    return np.int32(x)
+
+
+@register_jitable
+def to_int64_scalar(x):
+    return np.int64(x)
+
+
+@register_jitable
+def to_bool_scalar(x):
+    return x != 0
+
+
+add = binary(add_scalar)
+sub = binary(sub_scalar)
+mul = binary(mul_scalar)
+div = binary(div_scalar)
+pow = binary(pow_scalar)
+maximum = binary(maximum_scalar)
+minimum = binary(minimum_scalar)
+neg = unary(neg_scalar)
+abs = unary(abs_scalar)
+square = unary(square_scalar)
+sign = unary(sign_scalar)
+reciprocal = unary(reciprocal_scalar)
+exp = unary(exp_scalar)
+log = unary(log_scalar)
+sqrt = unary(sqrt_scalar)
+sin = unary(sin_scalar)
+cos = unary(cos_scalar)
+tanh = unary(tanh_scalar)
+relu = unary(relu_scalar)
+sigmoid = unary(sigmoid_scalar)
+gelu = unary(gelu_scalar)
+step = unary(step_scalar)
+gelu_derivative = unary(gelu_derivative_scalar)
+eq = binary(eq_scalar)
+ne = binary(ne_scalar)
+lt = binary(lt_scalar)
+le = binary(le_scalar)
+gt = binary(gt_scalar)
+ge = binary(ge_scalar)
+where = ternary(where_scalar)
+copy = unary(copy_scalar)
+CASTS = {
+    np.dtype(np.float32): unary(to_float32_scalar),
+    np.dtype(np.float64): unary(to_float64_scalar),
+    np.dtype(np.int32): unary(to_int32_scalar),
+    np.dtype(np.int64): unary(to_int64_scalar),
+    np.dtype(np.bool_): unary(to_bool_scalar),
+}

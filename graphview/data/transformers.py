@@ -1,0 +1,218 @@
+"""Transformers: functions from an iterator of items to another, chained with ``>>``.
+
+As in BigDL (seed 004), a transformer maps ``Iterator[A]`` to ``Iterator[B]``;
+``t1 >> t2`` is a transformer, and ``dataset >> t`` a data set. The element-wise
+ones (Map, Filter, Normalize, OneHot) accept samples and mini-batches alike.
+"""
+import numpy as np
+
+from graphview.data.sample import DataError, MiniBatch, Sample
+
+
+class Transformer:
+    """Base class: override ``apply(iterator, epoch)`` (or ``transform(item)`` for item-wise ones)."""
+
+    def apply(self, items, epoch):
+        """An iterator of transformed items; ``epoch`` lets seeded transformers vary per pass."""
+        return (self.transform(item) for item in items)
+
+    def transform(self, item):
+        raise NotImplementedError(f"{type(self).__name__} must define apply() or transform()")
+
+    def __rshift__(self, other):
+        if not isinstance(other, Transformer):
+            raise DataError(f"a transformer can only be chained (>>) with another transformer, not {type(other).__name__}")
+        return Chained(self, other)
+
+    def __call__(self, data, epoch=0):
+        """On a data set: the transformed data set; on an iterable: the transformed iterator."""
+        from graphview.data.dataset import DataSet
+        if isinstance(data, DataSet):
+            return data >> self
+        return self.apply(iter(data), epoch)
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class Chained(Transformer):
+    """``first >> second``: the second transformer runs on the first one's output."""
+
+    def __init__(self, *stages):
+        self.stages = []
+        for stage in stages:
+            self.stages.extend(stage.stages if isinstance(stage, Chained) else [stage])
+
+    def apply(self, items, epoch):
+        for stage in self.stages:
+            items = stage.apply(items, epoch)
+        return items
+
+    def __repr__(self):
+        return " >> ".join(repr(stage) for stage in self.stages)
+
+
+class Shuffle(Transformer):
+    """A seeded random order per epoch: epoch ``e`` always gives the same order for the same seed.
+
+    With ``buffer_size=None`` the whole pass is gathered and permuted (a full
+    shuffle); with a buffer size, items are drawn at random from a sliding
+    buffer of that many (constant memory, a partial shuffle).
+    """
+
+    def __init__(self, seed=0, buffer_size=None):
+        if buffer_size is not None and buffer_size < 1:
+            raise DataError(f"Shuffle: buffer_size must be at least 1, not {buffer_size}")
+        self.seed = seed
+        self.buffer_size = buffer_size
+
+    def _rng(self, epoch):
+        return np.random.default_rng([int(self.seed), int(epoch)])
+
+    def apply(self, items, epoch):
+        rng = self._rng(epoch)
+        if self.buffer_size is None:
+            gathered = list(items)
+            return (gathered[i] for i in rng.permutation(len(gathered)))
+        return self._buffered(items, rng)
+
+    def _buffered(self, items, rng):
+        buffer = []
+        for item in items:
+            if len(buffer) < self.buffer_size:
+                buffer.append(item)
+                continue
+            pick = int(rng.integers(len(buffer)))
+            yield buffer[pick]
+            buffer[pick] = item
+        for i in rng.permutation(len(buffer)):
+            yield buffer[i]
+
+    def __repr__(self):
+        return f"Shuffle(seed={self.seed!r})"
+
+
+class Map(Transformer):
+    """Apply ``function`` to every item; it returns a Sample/MiniBatch, or a dict (kept roles, new names are features)."""
+
+    def __init__(self, function):
+        if not callable(function):
+            raise DataError(f"Map: {function!r} is not callable")
+        self.function = function
+
+    def transform(self, item):
+        result = self.function(item)
+        if isinstance(result, (Sample, MiniBatch)):
+            return result
+        if isinstance(result, dict) and isinstance(item, (Sample, MiniBatch)):
+            features = {k: v for k, v in result.items() if k not in item.targets}
+            targets = {k: v for k, v in result.items() if k in item.targets}
+            if isinstance(item, Sample):
+                return Sample(features, targets)
+            return MiniBatch(features, targets, {k: v for k, v in item.lengths.items() if k in result})
+        return result
+
+    def __repr__(self):
+        return f"Map({getattr(self.function, '__name__', self.function)!r})"
+
+
+class Filter(Transformer):
+    """Keep only the items for which ``predicate(item)`` is true."""
+
+    def __init__(self, predicate):
+        if not callable(predicate):
+            raise DataError(f"Filter: {predicate!r} is not callable")
+        self.predicate = predicate
+
+    def apply(self, items, epoch):
+        return (item for item in items if self.predicate(item))
+
+    def __repr__(self):
+        return f"Filter({getattr(self.predicate, '__name__', self.predicate)!r})"
+
+
+def _field(item, name, who):
+    try:
+        return item[name]
+    except KeyError:
+        raise DataError(f"{who}: the item has no field {name!r}; it has {', '.join(item) or 'none'}") from None
+
+
+class Normalize(Transformer):
+    """``(x - mean) / std`` on one field, per element of a sample (``per_feature``) or over all values.
+
+    With no ``mean``/``std`` given, they are computed from the first pass this
+    transformer sees (which it gathers once) and then kept, so the same instance
+    applied to test data uses the training statistics. Call :meth:`fit` to set
+    them from a chosen data set first. A standard deviation of 0 counts as 1.
+    """
+
+    def __init__(self, field, mean=None, std=None, per_feature=True):
+        self.field = field
+        self.per_feature = per_feature
+        self.mean = None if mean is None else np.asarray(mean, dtype=np.float64)
+        self.std = None if std is None else _safe_std(np.asarray(std, dtype=np.float64))
+        if (mean is None) != (std is None):
+            raise DataError("Normalize: give both mean and std, or neither (to compute them from the data)")
+
+    @property
+    def fitted(self):
+        return self.mean is not None
+
+    def fit(self, items):
+        """Compute the mean and std from samples, batches or a data set; returns self."""
+        values = []
+        for item in items:
+            array = np.asarray(_field(item, self.field, "Normalize"), dtype=np.float64)
+            values.append(array if isinstance(item, MiniBatch) else array[None])
+        if not values:
+            raise DataError(f"Normalize({self.field!r}): no data to compute the statistics from")
+        stacked = np.concatenate(values)
+        axis = 0 if self.per_feature else None
+        self.mean = stacked.mean(axis=axis)
+        self.std = _safe_std(stacked.std(axis=axis))
+        return self
+
+    def apply(self, items, epoch):
+        if not self.fitted:
+            gathered = list(items)
+            self.fit(gathered)
+            items = iter(gathered)
+        return (self.transform(item) for item in items)
+
+    def transform(self, item):
+        array = _field(item, self.field, "Normalize")
+        dtype = array.dtype if np.issubdtype(array.dtype, np.floating) else np.float64
+        return item.replace(**{self.field: ((array - self.mean) / self.std).astype(dtype, copy=False)})
+
+    def __repr__(self):
+        return f"Normalize({self.field!r})"
+
+
+def _safe_std(std):
+    return np.where(std > 0, std, 1.0)
+
+
+class OneHot(Transformer):
+    """Replace an integer class field by its one-hot encoding over ``classes`` classes."""
+
+    def __init__(self, field, classes, dtype="float64"):
+        if classes < 1:
+            raise DataError(f"OneHot: classes must be at least 1, not {classes}")
+        self.field = field
+        self.classes = int(classes)
+        self.dtype = np.dtype(dtype)
+
+    def transform(self, item):
+        labels = np.asarray(_field(item, self.field, "OneHot"))
+        if not np.issubdtype(labels.dtype, np.integer):
+            raise DataError(f"OneHot({self.field!r}): labels must be integers, not {labels.dtype}")
+        if labels.size and (labels.min() < 0 or labels.max() >= self.classes):
+            bad = labels[(labels < 0) | (labels >= self.classes)].ravel()[0]
+            raise DataError(f"OneHot({self.field!r}): label {bad} is out of range for {self.classes} classes")
+        encoded = np.zeros(labels.shape + (self.classes,), self.dtype)
+        np.put_along_axis(encoded, labels[..., None].astype(np.int64), 1, axis=-1)
+        return item.replace(**{self.field: encoded})
+
+    def __repr__(self):
+        return f"OneHot({self.field!r}, {self.classes})"

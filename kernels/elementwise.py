@@ -4,8 +4,15 @@ Every op gets two compiled forms from the same scalar function:
 
 * ``contiguous(*inputs, out, lo, hi)``: a flat loop over C-contiguous arrays of
   the output's shape, run in chunks on threads for large arrays;
-* ``strided``: a Numba ufunc (``vectorize``), whose compiled inner loop handles
-  any strides, broadcasting (stride 0), transposes and negative strides.
+* ``strided(*inputs, out)``: four nested loops over 4-D arrays of any strides.
+  The launcher broadcasts the inputs to the output's shape (stride 0), merges
+  axes that are contiguous in every operand, and pads or splits the result to
+  exactly four axes, so each dtype combination compiles once whatever the rank,
+  transposition, negative strides or broadcasting of the operands.
+
+Numba's ``vectorize`` ufuncs are not used: with a non-contiguous ``out`` they
+write the results as if ``out`` were contiguous (Numba 0.68), which would
+corrupt views.
 
 The scalar functions live in this file on purpose: Numba's cache tracks only
 the file of the function it compiles, so a callee in another file could leave
@@ -14,7 +21,7 @@ a stale kernel in the cache.
 import math
 
 import numpy as np
-from numba import njit, vectorize
+from numba import njit
 from numba.extending import register_jitable
 
 from kernels.threads import PARALLEL_THRESHOLD, WORKERS, chunks, pool
@@ -32,12 +39,11 @@ class Elementwise:
 
     def __call__(self, *arrays):
         out = arrays[-1]
-        inputs = arrays[:-1]
         shape = out.shape
-        for array in inputs:
-            if array.shape != shape or not array.flags.c_contiguous:
-                self.strided(*inputs, out=out)
-                return out
+        if not out.flags.c_contiguous or any(a.shape != shape or not a.flags.c_contiguous for a in arrays[:-1]):
+            for block in four_axis_blocks(arrays):
+                self.strided(*block)
+            return out
         size = out.size
         if size < PARALLEL_THRESHOLD or WORKERS == 1:
             self.contiguous(*arrays, 0, size)
@@ -51,6 +57,39 @@ class Elementwise:
         return f"<element-wise kernel {self.name}>"
 
 
+RANK = 4
+
+
+def four_axis_blocks(arrays):
+    """The operands (inputs broadcast to ``out``, then ``out``) as 4-D strided views.
+
+    Axes of size 1 are dropped and adjacent axes that are contiguous in every
+    operand are merged; fewer than four axes are padded with leading size-1
+    axes, more are split into one block per index of the leading axes.
+    """
+    out = arrays[-1]
+    operands = [np.broadcast_to(a, out.shape) for a in arrays[:-1]] + [out]
+    shape, strides = [], [[] for _ in operands]
+    for axis, size in enumerate(out.shape):
+        if size == 1:
+            continue
+        if shape and all(s[-1] == o.strides[axis] * size for s, o in zip(strides, operands)):
+            shape[-1] *= size
+            for s, o in zip(strides, operands):
+                s[-1] = o.strides[axis]
+            continue
+        shape.append(size)
+        for s, o in zip(strides, operands):
+            s.append(o.strides[axis])
+    lead = max(0, len(shape) - RANK)
+    pad = [1] * max(0, RANK - len(shape))
+    views = [np.lib.stride_tricks.as_strided(o, shape=pad + shape, strides=[0] * len(pad) + s,
+                                             writeable=o is out) for o, s in zip(operands, strides)]
+    if not lead:
+        return [views]
+    return [[v[index] for v in views] for index in np.ndindex(*shape[:lead])]
+
+
 def unary(scalar):
     @njit(**JIT)
     def contiguous(a, out, lo, hi):
@@ -59,7 +98,15 @@ def unary(scalar):
         for i in range(lo, hi):
             z[i] = scalar(x[i])
 
-    return Elementwise(scalar.__name__, contiguous, vectorize(cache=True)(scalar))
+    @njit(**JIT)
+    def strided(a, out):
+        for i in range(out.shape[0]):
+            for j in range(out.shape[1]):
+                for k in range(out.shape[2]):
+                    for m in range(out.shape[3]):
+                        out[i, j, k, m] = scalar(a[i, j, k, m])
+
+    return Elementwise(scalar.__name__, contiguous, strided)
 
 
 def binary(scalar):
@@ -71,7 +118,15 @@ def binary(scalar):
         for i in range(lo, hi):
             z[i] = scalar(x[i], y[i])
 
-    return Elementwise(scalar.__name__, contiguous, vectorize(cache=True)(scalar))
+    @njit(**JIT)
+    def strided(a, b, out):
+        for i in range(out.shape[0]):
+            for j in range(out.shape[1]):
+                for k in range(out.shape[2]):
+                    for m in range(out.shape[3]):
+                        out[i, j, k, m] = scalar(a[i, j, k, m], b[i, j, k, m])
+
+    return Elementwise(scalar.__name__, contiguous, strided)
 
 
 def ternary(scalar):
@@ -84,7 +139,15 @@ def ternary(scalar):
         for i in range(lo, hi):
             z[i] = scalar(x[i], y[i], w[i])
 
-    return Elementwise(scalar.__name__, contiguous, vectorize(cache=True)(scalar))
+    @njit(**JIT)
+    def strided(a, b, c, out):
+        for i in range(out.shape[0]):
+            for j in range(out.shape[1]):
+                for k in range(out.shape[2]):
+                    for m in range(out.shape[3]):
+                        out[i, j, k, m] = scalar(a[i, j, k, m], b[i, j, k, m], c[i, j, k, m])
+
+    return Elementwise(scalar.__name__, contiguous, strided)
 
 
 # --- arithmetic -------------------------------------------------------------

@@ -62,7 +62,7 @@ def _cross_entropy_samples():
                               constant_inputs=(1,)))
     samples.append(Sample((r.normal(size=(2, 3, 5)), r.integers(0, 5, (2, 3)).astype(np.int32)), label="rank 3, int32",
                           constant_inputs=(1,)))
-    samples.append(Sample((transposed(r.normal(size=(3, 4))), r.integers(0, 3, 4)), label="transposed", constant_inputs=(1,)))
+    samples.append(Sample((transposed(r.normal(size=(3, 4))), r.integers(0, 4, 3)), label="transposed", constant_inputs=(1,)))
     return samples
 
 
@@ -126,7 +126,7 @@ def _mse_samples():
     r = np.random.default_rng(17)
     return [Sample((r.normal(size=(4, 3)), r.normal(size=(4, 3))), label="float64"),
             Sample((r.normal(size=(5,)).astype(np.float32), r.normal(size=(5,)).astype(np.float32)), label="float32"),
-            Sample((transposed(r.normal(size=(3, 4))), r.normal(size=(4, 3))), label="transposed")]
+            Sample((transposed(r.normal(size=(3, 4))), r.normal(size=(3, 4))), label="transposed")]
 
 
 _mean_squared_error = defop(

@@ -8,7 +8,7 @@ import numpy as np
 from graphview import dtypes
 from graphview.registry import defop, public
 from graphview.shapes import broadcast_shapes
-from graphview.testing import Sample, elementwise_samples
+from graphview.testing import Sample, elementwise_samples, transposed
 from kernels import elementwise as kernels
 
 
@@ -118,7 +118,7 @@ def _where_samples():
         condition = r.random((3, 4)) > 0.5
         samples.append(Sample((condition, r.random((3, 4)).astype(dtype), r.random((4,)).astype(dtype)),
                               label=f"broadcast {np.dtype(dtype).name}", constant_inputs=(0,)))
-        samples.append(Sample((condition.T, r.random((4, 3)).astype(dtype).T, 0.5),
+        samples.append(Sample((condition.T, transposed(r.random((4, 3)).astype(dtype)), 0.5),
                               label=f"transposed, scalar {np.dtype(dtype).name}", constant_inputs=(0,)))
     samples.append(Sample((np.zeros((0, 2), bool), np.zeros((0, 2)), np.zeros((0, 2))), label="empty", constant_inputs=(0,)))
     return samples

@@ -13,14 +13,17 @@ from kernels import nn as kernels
 from kernels import random as random_kernels
 
 
-def _gelu_reference(x):
+def _erf_reference(x):
     from math import erf
-    return (0.5 * x * (1.0 + np.vectorize(erf)(x / np.sqrt(2.0)))).astype(x.dtype)
+    return np.vectorize(erf, otypes=[np.float64])(x)
+
+
+def _gelu_reference(x):
+    return (0.5 * x * (1.0 + _erf_reference(x / np.sqrt(2.0)))).astype(x.dtype)
 
 
 def _gelu_derivative_reference(x):
-    from math import erf
-    cdf = 0.5 * (1.0 + np.vectorize(erf)(x / np.sqrt(2.0)))
+    cdf = 0.5 * (1.0 + _erf_reference(x / np.sqrt(2.0)))
     return (cdf + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)).astype(x.dtype)
 
 

@@ -164,6 +164,9 @@ _logsumexp = _declare("logsumexp", _rows_kernel(kernels.logsumexp_rows),
 
 
 def _numpy_logsumexp(x, axis, keepdims):
+    if x.size == 0:
+        with np.errstate(divide="ignore"):
+            return np.log(np.sum(np.exp(x), axis=axis, keepdims=keepdims))
     top = np.max(x, axis=axis, keepdims=True)
     result = np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True)) + top
     return result if keepdims else np.squeeze(result, axis=axis) if axis is not None else result.reshape(())

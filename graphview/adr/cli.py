@@ -1,0 +1,105 @@
+"""`graphview adr {list,new,check,index,graph}`: argument parsing and the five commands.
+
+The `graphview` command calls ``register(subparsers)``; after parsing, ``args.func(args)`` runs the chosen
+command and returns its exit status. ``main(argv)`` runs the same commands on their own (``python -m graphview.adr``).
+Exit status: 0 success (and a clean check), 1 problems found by check, 2 usage error (one line on stderr).
+"""
+import argparse
+import os
+import sys
+
+from graphview.adr.check import check
+from graphview.adr.folder import AdrFolder
+from graphview.adr.graph import link_graph, to_dot
+from graphview.adr.index import render_list, write_index
+from graphview.adr.new import new_record
+
+USAGE_ERROR = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr and exit status 2."""
+
+    def error(self, message):
+        _one_line_error(self, message)
+
+
+def _one_line_error(parser, message):
+    print(f"{parser.prog}: error: {message}", file=sys.stderr)
+    sys.exit(USAGE_ERROR)
+
+
+def register(subparsers):
+    """Add the ``adr`` sub-command to ``subparsers`` (from ``parser.add_subparsers()``); return its parser."""
+    parser = subparsers.add_parser("adr", help="list, create, check, index and graph the decision records",
+                                   description="Manage the architecture decision records in adr/.")
+    _configure(parser)
+    return parser
+
+
+def _configure(parser):
+    parser.error = lambda message: _one_line_error(parser, message)
+    parser.set_defaults(func=run)
+    commands = parser.add_subparsers(dest="adr_command", metavar="COMMAND", required=True, parser_class=_Parser)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dir", default="adr", metavar="PATH", help="the ADR folder (default: ./adr)")
+    commands.add_parser("list", parents=[common], help="print number, title, status and date of each record")
+    new = commands.add_parser("new", parents=[common], help="write the next record from the template")
+    new.add_argument("title", help="the record's title, e.g. \"Graph file format\"")
+    new.add_argument("--author", default="graphview team", help="the 'Proposed by:' name")
+    commands.add_parser("check", parents=[common], help="report problems with file and line; exit 1 if any")
+    commands.add_parser("index", parents=[common], help="regenerate README.md, the table of all records")
+    commands.add_parser("graph", parents=[common], help="print the supersedes/relates-to links as DOT")
+
+
+def run(args):
+    """Run the parsed ``adr`` command; return the exit status."""
+    prog = f"graphview adr {args.adr_command}"
+    if not os.path.isdir(args.dir):
+        print(f"{prog}: error: --dir {args.dir}: no such directory", file=sys.stderr)
+        return USAGE_ERROR
+    folder = AdrFolder(args.dir)
+    if args.adr_command == "new":
+        try:
+            print(new_record(folder, args.title, author=args.author))
+        except (ValueError, FileExistsError) as error:
+            print(f"{prog}: error: {error}", file=sys.stderr)
+            return USAGE_ERROR
+        return 0
+    if args.adr_command == "check":
+        return _check(folder)
+    for entry in folder.entries:
+        if entry.error is not None or entry.number is None:
+            reason = entry.error.message if entry.error else "name is not NNNN-kebab-case-title.md"
+            print(f"{prog}: warning: skipping {entry.path}: {reason}", file=sys.stderr)
+    if args.adr_command == "list":
+        sys.stdout.write(render_list(folder))
+    elif args.adr_command == "index":
+        print(write_index(folder))
+    else:
+        sys.stdout.write(to_dot(link_graph(folder)))
+    return 0
+
+
+def _check(folder):
+    problems = check(folder)
+    for problem in problems:
+        print(problem)
+    records = len(folder.entries)
+    if problems:
+        print(f"adr check: {len(problems)} problem{'s' if len(problems) != 1 else ''} in {folder.directory} "
+              f"({records} records)")
+        return 1
+    print(f"adr check: {records} records in {folder.directory}, no problems")
+    return 0
+
+
+def main(argv=None):
+    """Run ``graphview adr`` with ``argv`` (default: sys.argv[1:]); return the exit status."""
+    parser = _Parser(prog="graphview adr", description="Manage the architecture decision records in adr/.")
+    _configure(parser)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return exit_.code
+    return args.func(args)

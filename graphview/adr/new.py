@@ -1,0 +1,50 @@
+"""`adr new "Title"`: the next record, from the template, status Proposed, dated today."""
+import datetime
+import os
+import re
+
+from graphview.adr.dates import long_form
+
+TEMPLATE = """# {title}
+
+## Status
+Proposed
+
+Proposed by: {author} ({date})
+Governs:
+
+## Context
+
+What forces are at play: the problem, the constraints, what we already have.
+
+## Decision
+
+What we will do, stated so that a reviewer can check the code against it.
+
+## Consequences
+
+### Advantages
+
+* What gets easier.
+
+### Disadvantages
+
+* What gets harder, and what we give up.
+"""
+
+
+def slug(title):
+    """The kebab-case file-name form of ``title``: "Graph file format (v1)" -> "graph-file-format-v1"."""
+    return "-".join(re.findall(r"[a-z0-9]+", title.lower()))
+
+
+def new_record(folder, title, author="graphview team", today=None):
+    """Write record number ``folder.next_number()`` titled ``title``; return its path."""
+    if not slug(title):
+        raise ValueError(f"title {title!r} has no letters or digits to name the file with")
+    number = folder.next_number()
+    path = os.path.join(folder.directory, f"{number:04d}-{slug(title)}.md")
+    date = long_form(today or datetime.date.today())
+    with open(path, "x", encoding="utf-8") as file:
+        file.write(TEMPLATE.format(title=" ".join(title.split()), author=author, date=date))
+    return path

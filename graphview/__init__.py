@@ -12,12 +12,14 @@ from graphview.variable import Kind, Variable
 importlib.import_module("graphview.ops")
 from graphview.registry import defop, ops  # noqa: E402
 from graphview.testing import Sample
+from graphview.serialization import load  # graph files (CLI issue)
 
 VARIABLE, CONSTANT, PLACEHOLDER, ARRAY = Kind.VARIABLE, Kind.CONSTANT, Kind.PLACEHOLDER, Kind.ARRAY
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "load",  # graph files (CLI issue)
     "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "ops", "Sample",
     "GraphviewError", "ShapeError", "DTypeError", "IndexDescriptorError", "InplaceModificationError",
     "GraphFileError", "NameConflictError", "UnknownNameError", "PlaceholderError", "ExecutionError",

@@ -237,6 +237,15 @@ class Graph:
         title = f"graph {self.name!r}: {len(self._order)} variables"
         return "\n".join([title] + lines)
 
+    # --- graph files (CLI issue; the format lives in graphview/serialization.py) ---
+
+    def save(self, path, placeholders=None):
+        """Write the graph, and optionally placeholder values by name, to a graph file; see gv.load."""
+        from graphview.serialization import save
+        save(self, path, placeholders)
+
+    # --- end graph files ---
+
     def __repr__(self):
         return f"<graphview.Graph {self.name!r} with {len(self._order)} variables>"
 

@@ -1,0 +1,402 @@
+"""Graph files: ``g.save(path)`` writes one, ``gv.load(path)`` reads it back.
+
+A graph file is a zip holding ``graph.json`` (format name and version, the
+graph's name, every node as recorded, the loss variables) and one ``.npy``
+member per stored array (variable and constant values, and optionally
+placeholder values for the CLI). Loading parses JSON and reads arrays with
+``allow_pickle=False``: nothing in a file is ever executed. Nodes are
+re-created exactly as recorded (no dtype promotion is re-run), and every
+field is checked against the op registry by re-running the op's shape and
+dtype rules, so a file that loads is a graph that could have been built.
+Anything else raises :class:`graphview.GraphFileError`. See
+adr/0010-graph-file-format.md.
+"""
+import io
+import json
+import math
+import os
+import struct
+import tempfile
+import zipfile
+import zlib
+
+import numpy as np
+
+from graphview import dtypes
+from graphview.building import freeze_attrs
+from graphview.errors import GraphFileError, GraphviewError
+from graphview.registry import get as get_op
+from graphview.shapes import format_shape
+from graphview.variable import Kind
+
+FORMAT = "graphview-graph"
+VERSION = 1
+GRAPH_JSON = "graph.json"
+MAX_JSON_BYTES = 256 * 2**20
+MAX_RANK = 64
+DTYPES = {dtype.name: dtype for dtype in dtypes.ALL}
+NODE_FIELDS = {"name", "kind", "op", "inputs", "attrs", "shape", "dtype", "value"}
+SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+# What a damaged zip or .npy member can raise from inside zipfile, zlib and NumPy.
+LOW_LEVEL_ERRORS = (zipfile.BadZipFile, zlib.error, struct.error, EOFError, ValueError, KeyError,
+                    TypeError, IndexError, OverflowError, RecursionError, MemoryError, UnicodeDecodeError,
+                    NotImplementedError, OSError)
+
+
+# --- writing -----------------------------------------------------------------
+
+def save(graph, path, placeholders=None):
+    """Write ``graph`` (and optional placeholder values, by name) to the graph file ``path``."""
+    from graphview import __version__
+    arrays = {}
+
+    def store(folder, array):
+        member = f"{folder}/{len(arrays)}.npy"
+        arrays[member] = array
+        return member
+
+    nodes = []
+    for node in graph.nodes():
+        entry = {"name": node.name, "kind": node.kind.value, "op": node.op, "inputs": list(node.inputs),
+                 "attrs": [[key, _encode(value)] for key, value in node.attrs],
+                 "shape": list(node.shape), "dtype": node.dtype.name}
+        if node.kind in (Kind.VARIABLE, Kind.CONSTANT):
+            entry["value"] = store("arrays", graph._values[node.name])
+        nodes.append(entry)
+    stored = []
+    for name, value in (placeholders or {}).items():
+        stored.append({"name": name, "value": store("placeholders", _checked_placeholder(graph, name, value))})
+    document = {"format": FORMAT, "version": VERSION, "graphview": __version__, "name": graph.name,
+                "nodes": nodes, "losses": list(graph._losses), "placeholders": stored}
+    text = _layout(document)
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix=".graphview-", suffix=".tmp", dir=folder)
+    os.close(handle)
+    try:
+        with zipfile.ZipFile(temporary, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            # A fixed timestamp (as for the .npy members) makes the same graph give the same bytes.
+            info = zipfile.ZipInfo(GRAPH_JSON, date_time=(1980, 1, 1, 0, 0, 0))
+            archive.writestr(info, text, compress_type=zipfile.ZIP_DEFLATED)
+            for member, array in arrays.items():
+                with archive.open(member, "w", force_zip64=True) as stream:
+                    np.lib.format.write_array(stream, np.asarray(array), allow_pickle=False)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def _layout(document):
+    """JSON with one node per line, so graph.json reads (and diffs) like a table."""
+    dump = lambda value: json.dumps(value, allow_nan=False)  # noqa: E731
+    lines = ["{"]
+    for key, value in document.items():
+        if isinstance(value, list) and value:
+            items = ",\n".join(f"  {dump(item)}" for item in value)
+            lines.append(f' {dump(key)}: [\n{items}\n ],')
+        else:
+            lines.append(f" {dump(key)}: {dump(value)},")
+    lines[-1] = lines[-1].rstrip(",")
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def _checked_placeholder(graph, name, value):
+    from graphview.execution import _checked_feed
+    if not isinstance(name, str) or name not in graph or graph.node(name).kind is not Kind.PLACEHOLDER:
+        known = ", ".join(n.name for n in graph.nodes() if n.kind is Kind.PLACEHOLDER) or "none"
+        raise GraphviewError(f"save: {name!r} is not a placeholder of graph {graph.name!r} "
+                             f"(its placeholders are: {known})")
+    return _checked_feed(graph.node(name), value)
+
+
+def _encode(value):
+    """An attribute value as JSON: tuples become lists, non-finite floats {"float": "nan"}."""
+    if isinstance(value, tuple):
+        return [_encode(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    return value
+
+
+# --- reading -----------------------------------------------------------------
+
+def load(path):
+    """The graph stored in the graph file ``path``; a malformed file raises GraphFileError."""
+    return read(path)[0]
+
+
+def read(path):
+    """``(graph, placeholders)`` from the graph file ``path``; placeholders is a dict of arrays."""
+    try:
+        shown = os.fspath(path)
+    except TypeError:
+        raise GraphFileError(f"a graph file path must be a string or path, not {type(path).__name__}") from None
+    try:
+        return _Reader(shown).read()
+    except GraphFileError:
+        raise
+    except FileNotFoundError:
+        raise GraphFileError(f"{shown}: no such graph file") from None
+    except (IsADirectoryError, PermissionError) as error:
+        raise GraphFileError(f"{shown}: cannot open the graph file: {error.strerror}") from None
+    except GraphviewError as error:
+        raise GraphFileError(f"{shown}: inconsistent graph file: {error}") from None
+    except LOW_LEVEL_ERRORS as error:
+        raise GraphFileError(f"{shown}: corrupt or truncated graph file ({type(error).__name__}: {error})") from None
+
+
+class _Reader:
+    def __init__(self, path):
+        self.path = path
+        self.used = set()
+
+    def fail(self, message):
+        raise GraphFileError(f"{self.path}: {message}")
+
+    def read(self):
+        if not zipfile.is_zipfile(self.path):
+            if os.path.isdir(self.path):
+                self.fail("is a directory, not a graph file")
+            if not os.path.exists(self.path):
+                self.fail("no such graph file")
+            self.fail("not a graph file (not a zip archive; truncated or corrupt?)")
+        with zipfile.ZipFile(self.path) as archive:
+            self.archive = archive
+            self.members = self._members()
+            document = self._document()
+            graph = self._graph(document)
+            placeholders = self._placeholders(document, graph)
+        unused = sorted(set(self.members) - self.used - {GRAPH_JSON})
+        if unused:
+            self.fail(f"members {', '.join(unused[:5])} are not referenced by graph.json (inconsistent file)")
+        return graph, placeholders
+
+    def _members(self):
+        members = {}
+        for info in self.archive.infolist():
+            if info.filename in members:
+                self.fail(f"the member {info.filename!r} appears twice")
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                self.fail(f"the member {info.filename!r} uses an unsupported compression method "
+                          f"({info.compress_type})")
+            members[info.filename] = info
+        if GRAPH_JSON not in members:
+            self.fail(f"no {GRAPH_JSON} inside (is this a graph file written by g.save?)")
+        return members
+
+    def _document(self):
+        if self.members[GRAPH_JSON].file_size > MAX_JSON_BYTES:
+            self.fail(f"{GRAPH_JSON} is larger than {MAX_JSON_BYTES} bytes")
+        text = self.archive.read(GRAPH_JSON).decode("utf-8")
+        try:
+            document = json.loads(text, parse_constant=_reject_constant)
+        except json.JSONDecodeError as error:
+            self.fail(f"{GRAPH_JSON} is not valid JSON: {error}")
+        if not isinstance(document, dict):
+            self.fail(f"{GRAPH_JSON} holds a {type(document).__name__}, not an object")
+        if document.get("format") != FORMAT:
+            self.fail(f"{GRAPH_JSON} has format {document.get('format')!r}, not {FORMAT!r}")
+        version = document.get("version")
+        if not _is_int(version):
+            self.fail(f"{GRAPH_JSON} has no integer format version (got {version!r})")
+        if version != VERSION:
+            newer = " (written by a newer graphview?)" if version > VERSION else ""
+            self.fail(f"format version {version} is not supported; this graphview reads version {VERSION}{newer}")
+        for key, kind in (("name", str), ("nodes", list), ("losses", list), ("placeholders", list)):
+            if not isinstance(document.get(key), kind):
+                self.fail(f"{GRAPH_JSON}: {key!r} must be a {kind.__name__}, got {document.get(key)!r:.80}")
+        return document
+
+    def _graph(self, document):
+        from graphview.graph import Graph
+        if not document["name"]:
+            self.fail(f"{GRAPH_JSON}: the graph name is empty")
+        graph = Graph(document["name"])
+        for position, entry in enumerate(document["nodes"]):
+            self._add(graph, position, entry)
+        losses = document["losses"]
+        if losses:
+            for name in losses:
+                if not isinstance(name, str) or name not in graph:
+                    self.fail(f"loss {name!r} is not a node of the graph")
+            if len(set(losses)) != len(losses):
+                self.fail(f"the losses {losses} name a variable twice")
+            try:
+                graph.set_loss(*losses)
+            except GraphviewError as error:
+                self.fail(f"the losses are not usable: {error}")
+        return graph
+
+    def _add(self, graph, position, entry):
+        where = f"node {position}"
+        if not isinstance(entry, dict):
+            self.fail(f"{where} is a {type(entry).__name__}, not an object")
+        if set(entry) - NODE_FIELDS or not {"name", "kind", "op", "inputs", "attrs", "shape", "dtype"} <= set(entry):
+            self.fail(f"{where} has fields {sorted(entry)}; expected {sorted(NODE_FIELDS)} ('value' only for "
+                      "variables and constants)")
+        name = entry["name"]
+        if not isinstance(name, str) or not name:
+            self.fail(f"{where} has name {name!r}, not a non-empty string")
+        where = f"node {position} ({name!r})"
+        if name in graph:
+            self.fail(f"{where}: the name appears twice")
+        try:
+            kind = Kind(entry["kind"])
+        except (ValueError, TypeError):
+            self.fail(f"{where}: kind {entry['kind']!r:.40} is not one of {', '.join(k.value for k in Kind)}")
+        dtype = DTYPES.get(entry["dtype"]) if isinstance(entry["dtype"], str) else None
+        if dtype is None:
+            self.fail(f"{where}: dtype {entry['dtype']!r:.40} is not one of {', '.join(DTYPES)}")
+        shape = self._shape(where, entry["shape"], allow_none=kind in (Kind.PLACEHOLDER, Kind.ARRAY))
+        if kind is Kind.ARRAY:
+            self._add_op(graph, where, entry, name, shape, dtype)
+            return
+        if entry["op"] is not None or entry["inputs"] != [] or entry["attrs"] != []:
+            self.fail(f"{where}: a {kind.value} has no op, inputs or attributes")
+        if kind is Kind.PLACEHOLDER:
+            if "value" in entry:
+                self.fail(f"{where}: a placeholder holds no value in the node list")
+            graph._add_node(name, kind, None, (), (), shape, dtype)
+            return
+        if "value" not in entry:
+            self.fail(f"{where}: a {kind.value} needs a stored value")
+        array = np.require(self._array(where, entry["value"]), requirements="C")
+        if array.shape != shape or array.dtype != dtype:
+            self.fail(f"{where}: the node is {format_shape(shape)} {dtype.name} but its stored value is "
+                      f"{format_shape(array.shape)} {array.dtype.name}")
+        graph._add_node(name, kind, None, (), (), shape, dtype)
+        graph._values[name] = array
+
+    def _add_op(self, graph, where, entry, name, shape, dtype):
+        if "value" in entry:
+            self.fail(f"{where}: an op output holds no stored value")
+        op = entry["op"]
+        if not isinstance(op, str):
+            self.fail(f"{where}: op {op!r:.40} is not an op name")
+        try:
+            definition = get_op(op)
+        except GraphviewError:
+            self.fail(f"{where}: unknown op {op!r}: no op of that name is registered in this graphview "
+                      "(run `graphview ops` for the list)")
+        inputs = entry["inputs"]
+        if not isinstance(inputs, list) or not all(isinstance(i, str) and i in graph for i in inputs):
+            self.fail(f"{where}: inputs {inputs!r:.120} must name nodes recorded before it")
+        attrs = self._attrs(where, entry["attrs"], op)
+        in_nodes = [graph.node(i) for i in inputs]
+        self._check_rules(where, definition, in_nodes, attrs, shape, dtype)
+        graph._add_node(name, Kind.ARRAY, op, inputs, attrs, shape, dtype)
+
+    def _check_rules(self, where, definition, in_nodes, attrs, shape, dtype):
+        """The recorded node must be what building the op on the recorded inputs gives."""
+        op = definition.name
+        kinds = [n.dtype for n in in_nodes]
+        positions = range(len(in_nodes)) if definition.promote_inputs is None else definition.promote_inputs
+        positions = [p for p in positions if p < len(in_nodes)]
+        try:
+            if definition.accepts is not None:
+                for p in positions:
+                    dtypes.check_category(op, f"{p} ({in_nodes[p].name!r})", kinds[p], definition.accepts)
+            expected_shape = tuple(definition.shape(*[n.shape for n in in_nodes], **dict(attrs)))
+            expected_dtype = np.dtype(definition.dtype(*kinds, **dict(attrs)) if definition.dtype else kinds[0])
+            expected_shape = tuple(None if d is None else int(d) for d in expected_shape)
+        # The rules are registered graphview code, but the values they are given here come from
+        # the file; whatever they raise means the file does not describe a buildable node.
+        except Exception as error:  # noqa: BLE001
+            self.fail(f"{where}: op {op} rejects the recorded inputs and attributes: {error}")
+        if definition.promote and positions:
+            target = dtypes.result_type(*[kinds[p] for p in positions])
+            if definition.promote == "float":
+                target = dtypes.float_result(target)
+            for p in positions:
+                if kinds[p] != target:
+                    self.fail(f"{where}: input {p} ({in_nodes[p].name!r}) is {kinds[p].name} but {op} computes "
+                              f"in {target.name}; the cast node building inserts is missing")
+        if expected_shape != shape or expected_dtype != dtype:
+            self.fail(f"{where}: recorded as {format_shape(shape)} {dtype.name}, but {op} of its inputs gives "
+                      f"{format_shape(expected_shape)} {expected_dtype.name}")
+
+    def _shape(self, where, shape, allow_none):
+        if not isinstance(shape, list) or len(shape) > MAX_RANK:
+            self.fail(f"{where}: shape {shape!r:.80} is not a list of at most {MAX_RANK} sizes")
+        for dim in shape:
+            if dim is None and allow_none:
+                continue
+            if not _is_int(dim) or dim < 0:
+                self.fail(f"{where}: shape {shape!r:.80} holds {dim!r}, which is not a size")
+        return tuple(shape)
+
+    def _attrs(self, where, attrs, op):
+        if not isinstance(attrs, list):
+            self.fail(f"{where}: attrs must be a list of [name, value] pairs")
+        decoded = {}
+        for pair in attrs:
+            if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
+                self.fail(f"{where}: attribute {pair!r:.80} is not a [name, value] pair")
+            if pair[0] in decoded:
+                self.fail(f"{where}: attribute {pair[0]!r} appears twice")
+            decoded[pair[0]] = self._decode(where, pair[1])
+        try:
+            return freeze_attrs(op, decoded)
+        except GraphviewError as error:
+            self.fail(f"{where}: {error}")
+
+    def _decode(self, where, value):
+        if isinstance(value, list):
+            return tuple(self._decode(where, item) for item in value)
+        if isinstance(value, dict):
+            if set(value) != {"float"} or value["float"] not in SPECIAL_FLOATS:
+                self.fail(f"{where}: attribute value {value!r:.80} is not a number, string, bool, null or list")
+            return SPECIAL_FLOATS[value["float"]]
+        return value
+
+    def _array(self, where, member):
+        if not isinstance(member, str) or member not in self.members or not member.endswith(".npy"):
+            self.fail(f"{where}: stored value {member!r:.80} is not an .npy member of the file")
+        if member in self.used:
+            self.fail(f"{where}: the array {member!r} is used twice")
+        self.used.add(member)
+        raw = self.archive.read(member)
+        stream = io.BytesIO(raw)
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            self.fail(f"{where}: {member} is .npy version {version}, not 1.0 or 2.0")
+        if dtype not in DTYPES.values() or dtype.byteorder not in ("=", "|", "<" if np.little_endian else ">"):
+            self.fail(f"{where}: {member} holds dtype {dtype.str}, not one of {', '.join(DTYPES)}")
+        count = math.prod(shape)
+        if count * dtype.itemsize != len(raw) - stream.tell():
+            self.fail(f"{where}: {member} holds {len(raw) - stream.tell()} data bytes, but its header says "
+                      f"{format_shape(shape)} {dtype.name} ({count * dtype.itemsize} bytes)")
+        return np.load(io.BytesIO(raw), allow_pickle=False)
+
+    def _placeholders(self, document, graph):
+        values = {}
+        for entry in document["placeholders"]:
+            if not isinstance(entry, dict) or set(entry) != {"name", "value"}:
+                self.fail(f"stored placeholder {entry!r:.80} is not an object with name and value")
+            name = entry["name"]
+            if not isinstance(name, str) or name not in graph or graph.node(name).kind is not Kind.PLACEHOLDER:
+                self.fail(f"stored placeholder value for {name!r:.80}, which is not a placeholder of the graph")
+            if name in values:
+                self.fail(f"placeholder {name!r} has two stored values")
+            where = f"placeholder {name!r}"
+            array = self._array(where, entry["value"])
+            node = graph.node(name)
+            if (array.dtype != node.dtype or array.ndim != len(node.shape)
+                    or any(d is not None and d != a for d, a in zip(node.shape, array.shape))):
+                self.fail(f"{where} is {format_shape(node.shape)} {node.dtype.name}, but its stored value is "
+                          f"{format_shape(array.shape)} {array.dtype.name}")
+            values[name] = array
+        return values
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not allowed in a graph file")

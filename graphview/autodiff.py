@@ -1,0 +1,200 @@
+"""Reverse-mode autodiff: a separate, immutable gradient graph built from each op's ``vjp`` rule.
+
+``gradient_graph(g, wrt)`` copies the forward nodes the losses and ``wrt`` need
+into a new Graph (same names, same attributes), then walks them in reverse
+creation order calling each op's ``vjp(grad, out, *inputs, **attrs)`` with
+Variables of the new graph, so the backward pass is itself made of graphview
+ops, run by the same executor and watched by the same listeners. The forward
+graph is never changed. The new graph reads VARIABLE and CONSTANT values from
+the forward graph's value store at run time (a ChainMap over it), so
+``g.set_value`` is seen without rebuilding. Gradient graphs are cached per
+(loss names, wrt names) on the forward graph: names are never reused and
+nodes never change, so nodes added later cannot make a cached entry wrong.
+See ADR 0005.
+"""
+import collections
+import weakref
+
+from graphview import dtypes
+from graphview.errors import DTypeError, GraphviewError, ShapeError
+from graphview.registry import default_graph, get as get_op
+from graphview.shapes import format_shape
+from graphview.variable import Kind, Variable
+
+_CACHE = weakref.WeakKeyDictionary()
+
+
+class GradientGraph:
+    """A forward + backward graph: ``graph`` runs it, ``gradients[name]`` is d(sum of losses)/d(name)."""
+
+    def __init__(self, forward, graph, losses, wrt, gradients):
+        self.forward = forward
+        self.graph = graph
+        self.losses = losses
+        self.wrt = wrt
+        self.gradients = gradients
+
+    def run(self, placeholders, listeners=None, mode="gradients"):
+        """``{wrt name: gradient array}`` for the given placeholder values."""
+        from graphview.execution import executor_of
+        feeds = _feeds_for(self.forward, self.graph, placeholders)
+        names = [self.gradients[name].name for name in self.wrt]
+        listeners = list(self.forward.listeners) + list(listeners or ())
+        values = executor_of(self.graph).run(feeds, names, listeners, mode=mode)
+        result, seen = {}, set()
+        for name in self.wrt:
+            array = values[self.gradients[name].name]
+            # Two wrt names may share one gradient node; never hand out one array twice.
+            result[name] = array.copy() if id(array) in seen else array
+            seen.add(id(array))
+        return result
+
+    def __repr__(self):
+        return f"<gradient graph of {self.forward.name!r}: d({' + '.join(self.losses)})/d({', '.join(self.wrt)})>"
+
+
+def gradient_graph(graph, wrt, losses=None):
+    """The cached :class:`GradientGraph` of ``graph``'s losses with respect to ``wrt``."""
+    losses = tuple(losses) if losses is not None else graph._losses
+    if not losses:
+        raise GraphviewError(f"graph {graph.name!r} has no loss; call g.set_loss(...) before asking for gradients")
+    wrt = tuple(dict.fromkeys(_names(graph, wrt)))
+    for name in wrt:
+        node = graph.node(name)
+        if not dtypes.is_float(node.dtype):
+            raise DTypeError(f"cannot differentiate with respect to {name!r}: it has dtype {node.dtype.name}; "
+                             "gradients exist only for floating-point variables")
+    key = (losses, wrt)
+    with graph._lock:
+        cache = _CACHE.setdefault(graph, {})
+        if key not in cache:
+            cache[key] = _build(graph, losses, wrt)
+        return cache[key]
+
+
+def calculate_gradients(graph, placeholders, wrt, listeners=None):
+    """``{name: gradient}`` of the sum of the graph's losses, for each name in ``wrt``."""
+    return gradient_graph(graph, wrt).run(placeholders, listeners)
+
+
+def _names(graph, wrt):
+    items = [wrt] if isinstance(wrt, (str, Variable)) else list(wrt)
+    if not items:
+        raise GraphviewError("wrt is empty: name at least one variable to differentiate with respect to")
+    return [graph._name_of(item) for item in items]
+
+
+def _ancestors(graph, names):
+    seen, stack = set(), list(names)
+    while stack:
+        name = stack.pop()
+        if name not in seen:
+            seen.add(name)
+            stack.extend(graph.node(name).inputs)
+    return seen
+
+
+def _build(forward, losses, wrt):
+    from graphview.graph import Graph
+    graph = Graph(f"{forward.name}/grad")
+    graph._values = collections.ChainMap({}, forward._values)
+    needed = _ancestors(forward, losses + wrt)
+    order = [node for node in forward.nodes() if node.name in needed]
+    for node in order:
+        graph._add_node(node.name, node.kind, node.op, node.inputs, node.attrs, node.shape, node.dtype)
+    token = default_graph.set(graph)
+    try:
+        with graph.name_scope("grad"):
+            gradients = _backward(graph, order, losses, wrt)
+    finally:
+        default_graph.reset(token)
+    return GradientGraph(forward, graph, losses, wrt, gradients)
+
+
+def _backward(graph, order, losses, wrt):
+    from graphview.ops.shape import broadcast_like
+    reach_loss = _ancestors(graph, losses)
+    depends = set(wrt)
+    for node in order:
+        if any(name in depends for name in node.inputs):
+            depends.add(node.name)
+    relevant = reach_loss & depends
+    pending = collections.defaultdict(list)
+    for name in dict.fromkeys(losses):
+        if name in relevant:
+            loss = graph[name]
+            pending[name].append(broadcast_like(graph.constant_like(1.0, loss.dtype), loss))
+    totals = {}
+    for node in reversed(order):
+        if node.name not in relevant or not pending.get(node.name):
+            continue
+        grad = _sum(pending.pop(node.name))
+        totals[node.name] = grad
+        if node.kind is not Kind.ARRAY:
+            continue
+        definition = get_op(node.op)
+        if not definition.differentiable:
+            continue
+        if definition.vjp is None:
+            raise GraphviewError(f"op {node.op} (node {node.name!r}) is declared differentiable but has no "
+                                 "gradient rule; give defop a vjp= or mark it differentiable=False")
+        inputs = [graph[name] for name in node.inputs]
+        contributions = definition.vjp(grad, graph[node.name], *inputs, **node.attributes)
+        if isinstance(contributions, Variable) or contributions is None:
+            contributions = (contributions,)
+        contributions = tuple(contributions)
+        if len(contributions) != len(inputs):
+            raise GraphviewError(f"the gradient rule of {node.op} (node {node.name!r}) returned "
+                                 f"{len(contributions)} gradients for {len(inputs)} inputs")
+        for source, contribution in zip(inputs, contributions):
+            if contribution is None or source.name not in relevant:
+                continue
+            pending[source.name].append(_checked(node, source, contribution))
+    result = {}
+    for name in wrt:
+        result[name] = totals.get(name)
+        if result[name] is None:
+            variable = graph[name]
+            result[name] = broadcast_like(graph.constant_like(0.0, variable.dtype), variable)
+    return result
+
+
+def _checked(node, source, grad):
+    """A gradient contribution in its input's dtype, after checking its static shape."""
+    if not isinstance(grad, Variable):
+        raise GraphviewError(f"the gradient rule of {node.op} (node {node.name!r}) returned "
+                             f"{type(grad).__name__} for input {source.name!r}; expected a graph variable or None")
+    known = None not in grad.shape and None not in source.shape
+    if known and tuple(grad.shape) != tuple(source.shape):
+        raise ShapeError(f"the gradient rule of {node.op} (node {node.name!r}) gave a gradient of shape "
+                         f"{format_shape(grad.shape)} for input {source.name!r} of shape {format_shape(source.shape)}")
+    if grad.dtype != source.dtype:
+        from graphview.ops.math import cast
+        grad = cast(grad, source.dtype)
+    return grad
+
+
+def _sum(grads):
+    from graphview.ops.math import add
+    total = grads[0]
+    for grad in grads[1:]:
+        total = add(total, grad)
+    return total
+
+
+def _feeds_for(forward, graph, placeholders):
+    """The placeholder values the gradient graph needs, after checking every name against the forward graph."""
+    from graphview.errors import PlaceholderError
+    if not isinstance(placeholders, dict):
+        raise PlaceholderError(f"placeholders must be a dict of name to array, not {type(placeholders).__name__}")
+    feeds = {}
+    for name, value in placeholders.items():
+        if name not in forward:
+            known = ", ".join(n.name for n in forward.nodes() if n.kind is Kind.PLACEHOLDER) or "none"
+            raise PlaceholderError(f"unknown placeholder {name!r}; the graph's placeholders are: {known}")
+        if forward.node(name).kind is not Kind.PLACEHOLDER:
+            raise PlaceholderError(f"{name!r} is a {forward.node(name).kind}, not a placeholder; it cannot be fed")
+        if name in graph:
+            feeds[name] = value
+    return feeds
+

@@ -1,0 +1,135 @@
+"""fit: the training loop. One executor run per step gives the loss and every gradient.
+
+Each step feeds one batch, runs the gradient graph once for the loss and the
+gradients together, and hands the gradients to the updater, which writes the
+new values into the graph's variable buffers in place (ADR 0013).
+"""
+import numpy as np
+
+from graphview.data.dataset import DataSet
+from graphview.errors import GraphviewError
+from graphview.listeners import Listener
+from graphview.training.config import TrainingConfig
+from graphview.training.evaluation import ConfusionCounter
+from graphview.training.history import History
+from graphview.training.listeners import ProgressBar, TrainingContext, load_updater_state
+from graphview.training.step import GradientStep
+
+HOOKS = ("epoch_start", "iteration_start", "iteration_end", "epoch_end")
+
+
+def fit(graph, dataset, epochs, config, listeners=None, validation=None, progress=None, resume_from=None):
+    """Train ``graph``'s variables on ``dataset`` for ``epochs`` more epochs; returns a History.
+
+    ``validation`` (a data set of batches) is evaluated after every epoch.
+    ``progress`` draws a tqdm bar per epoch (default: only when stderr is a
+    terminal). ``resume_from`` is a checkpoint graph file: the updater's state
+    and the epoch count are restored from it (load the graph itself with
+    ``gv.load``), so training continues exactly where it stopped.
+    """
+    _check_arguments(graph, dataset, epochs, config, validation)
+    updater = config.updater
+    if resume_from is not None:
+        updater.load_state_dict(load_updater_state(resume_from))
+    wrt = config.trainable_names(graph)
+    step = GradientStep(graph, wrt)
+    history = History()
+    ctx = TrainingContext(graph, config, history)
+    listeners = list(listeners or ())
+    if progress or (progress is None and ProgressBar.wanted()):
+        listeners.append(ProgressBar())
+    hooks = {hook: [getattr(l, hook) for l in listeners if _overrides(l, hook)] for hook in HOOKS}
+    op_listeners = [l for l in listeners if _watches_ops(l)]
+    first = updater.epochs_done
+    for epoch in range(first, first + epochs):
+        ctx.epoch = updater.epoch = epoch
+        ctx.stop_training = False
+        for hook in hooks["epoch_start"]:
+            hook(ctx)
+        total, count, losses = 0.0, 0, []
+        for batch in dataset.iterate(epoch):
+            ctx.batch = batch
+            for hook in hooks["iteration_start"]:
+                hook(ctx)
+            loss, gradients = step(config.feeds(graph, batch), op_listeners)
+            updater.step(graph, gradients)
+            size = batch.size
+            total += loss * size
+            count += size
+            losses.append(loss)
+            ctx.iteration, ctx.loss = updater.iteration, loss
+            for hook in hooks["iteration_end"]:
+                hook(ctx, loss)
+            if ctx.stop_training:
+                break
+        if count == 0:
+            raise GraphviewError(f"fit: epoch {epoch + 1} gave no batches; is the data set empty?")
+        ctx.epoch_loss = total / count
+        ctx.validation = validate(graph, validation, config) if validation is not None else None
+        history.iteration_losses.extend(losses)
+        history.epochs.append(epoch)
+        history.epoch_losses.append(ctx.epoch_loss)
+        if ctx.validation is not None:
+            history.validation.append(ctx.validation)
+        updater.epochs_done = epoch + 1
+        for hook in hooks["epoch_end"]:
+            hook(ctx, losses)
+        if ctx.stop_training:
+            history.stopped_early = True
+            break
+    return history
+
+
+def _check_arguments(graph, dataset, epochs, config, validation):
+    if not isinstance(dataset, DataSet):
+        raise GraphviewError(f"fit: expected a gv.data data set of batches, not {type(dataset).__name__}")
+    if validation is not None and not isinstance(validation, DataSet):
+        raise GraphviewError(f"fit: validation must be a gv.data data set, not {type(validation).__name__}")
+    if not isinstance(epochs, (int, np.integer)) or isinstance(epochs, bool) or epochs < 0:
+        raise GraphviewError(f"fit: epochs must be an int >= 0, not {epochs!r}")
+    if not isinstance(config, TrainingConfig):
+        raise GraphviewError(f"fit: config must be a gv.TrainingConfig, not {type(config).__name__}")
+    if not graph.losses:
+        raise GraphviewError(f"fit: graph {graph.name!r} has no loss; call g.set_loss(...) first")
+
+
+def _overrides(listener, hook):
+    """True when ``listener`` has its own ``hook`` (not gv.Listener's, which does nothing)."""
+    method = getattr(type(listener), hook, None)
+    return callable(method) and method is not getattr(Listener, hook, None)
+
+
+def _watches_ops(listener):
+    """True when a listener overrides the per-op hooks (then it also watches every op of every step)."""
+    return _overrides(listener, "pre_op") or _overrides(listener, "post_op")
+
+
+def validate(graph, dataset, config):
+    """Mean loss over a data set of batches, and accuracy when the config names a prediction."""
+    losses = [loss.name for loss in graph.losses]
+    outputs = losses + ([config.prediction] if config.prediction else [])
+    label = _first_label_placeholder(graph, config)
+    counter = ConfusionCounter() if config.prediction else None
+    total, count = 0.0, 0
+    for batch in dataset.iterate(0):
+        feeds = config.feeds(graph, batch)
+        values = graph.output(feeds, outputs)
+        total += sum(float(values[name]) for name in losses) * batch.size
+        count += batch.size
+        if counter is not None:
+            counter.add(feeds[label], values[config.prediction])
+    if count == 0:
+        raise GraphviewError("fit: the validation data set gave no batches")
+    metrics = {"loss": total / count}
+    if counter is not None:
+        metrics["accuracy"] = float(np.trace(counter.matrix) / counter.matrix.sum())
+    return metrics
+
+
+def _first_label_placeholder(graph, config):
+    mapping = config.label_mapping
+    if not config.prediction:
+        return None
+    if not mapping:
+        raise GraphviewError("fit: TrainingConfig(prediction=...) needs a label_mapping to compare with")
+    return next(iter(mapping.values())) if isinstance(mapping, dict) else mapping[0]

@@ -14,6 +14,12 @@ from graphview.registry import defop, ops  # noqa: E402
 from graphview.testing import Sample
 from graphview.serialization import load  # graph files (CLI issue)
 
+# training engineer: the data pipeline, updaters, fit/evaluate and training listeners
+from graphview import data  # noqa: E402
+from graphview.training import (SGD, Adam, AdamW, CheckpointListener, EarlyStoppingListener, RMSProp,  # noqa: E402
+                                ScoreListener, TrainingConfig)
+# end training
+
 VARIABLE, CONSTANT, PLACEHOLDER, ARRAY = Kind.VARIABLE, Kind.CONSTANT, Kind.PLACEHOLDER, Kind.ARRAY
 
 __version__ = "0.1.0"
@@ -23,4 +29,6 @@ __all__ = [
     "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "ops", "Sample",
     "GraphviewError", "ShapeError", "DTypeError", "IndexDescriptorError", "InplaceModificationError",
     "GraphFileError", "NameConflictError", "UnknownNameError", "PlaceholderError", "ExecutionError",
+    "data", "SGD", "Adam", "AdamW", "RMSProp", "TrainingConfig", "ScoreListener", "EarlyStoppingListener",
+    "CheckpointListener",  # training
 ]

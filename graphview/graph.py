@@ -219,6 +219,20 @@ class Graph:
         names = [self._name_of(o) for o in ([outputs] if isinstance(outputs, (str, Variable)) else outputs)]
         return executor_of(self).run(placeholders, names, listeners)
 
+    # --- training (training engineer; the logic lives in graphview/training/) ---
+
+    def fit(self, dataset, epochs, config, listeners=None, validation=None, progress=None, resume_from=None):
+        """Train the variables on a data set of batches; returns a History. See graphview.training.fit."""
+        from graphview.training.fit import fit
+        return fit(self, dataset, epochs, config, listeners, validation, progress, resume_from)
+
+    def evaluate(self, dataset, output, label, feature_mapping=None, classes=None):
+        """Accuracy, per-class precision/recall and a confusion matrix of ``output`` against ``label``."""
+        from graphview.training.evaluation import evaluate
+        return evaluate(self, dataset, output, label, feature_mapping, classes)
+
+    # --- end training ---
+
     def explain(self, outputs):
         """A readable plan for computing ``outputs``: steps, views and buffer reuse."""
         from graphview.execution import executor_of

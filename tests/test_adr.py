@@ -399,7 +399,7 @@ def test_module_runs_with_the_default_dir(repo):
     write(repo, "0001-a.md", record())
     done = subprocess.run([sys.executable, "-m", "graphview.adr", "check"], cwd=repo, capture_output=True, text=True)
     assert (done.returncode, done.stderr) == (0, "")
-    assert done.stdout == "adr check: 1 records in adr, no problems\n"
+    assert done.stdout == "adr check: 1 record in adr, no problems\n"
 
 
 def test_register_adds_the_adr_subcommand(repo, capsys):
@@ -415,3 +415,18 @@ def test_register_adds_the_adr_subcommand(repo, capsys):
 def test_dates_written_by_new_read_back(date):
     assert find_date(f"graphview team ({long_form(date)})") == date
     assert find_date(date.isoformat()) == date
+
+
+def test_lenient_forms_written_by_hand(repo):
+    text = (record(governs="graphview/graph.py,\n  `graphview/`,\n  adr/", relates="0002")
+            .replace("## Context", "## **Context:**").replace("Governs:", "**Governs:**"))
+    write(repo, "0001-a.md", text)
+    write(repo, "0002-b.md", record("B", relates="ADR-0001 (the first)").replace("## Status\nAccepted",
+                                                                               "## Status\n\n*Accepted.*"))
+    assert problems(repo) == []
+    assert AdrFolder(repo / "adr").records()[0][1].governs == ["graphview/graph.py", "graphview/", "adr/"]
+
+
+def test_wrapped_governs_line_is_checked_in_full(repo):
+    write(repo, "0001-a.md", record(governs="graphview/graph.py,\n  graphview/gone.py"))
+    assert only_problem(repo)[1:] == (8, "Governs path 'graphview/gone.py' does not exist in the repository")

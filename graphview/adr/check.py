@@ -6,6 +6,7 @@ import urllib.parse
 
 from graphview.adr.dates import BadDate, find_date
 from graphview.adr.index import render_index
+from graphview.adr.record import heading_key
 
 SECTIONS = ("Status", "Context", "Decision", "Consequences")
 CONSEQUENCES = ("Advantages", "Disadvantages")
@@ -51,7 +52,7 @@ def _title_problems(number, record):
 
 
 def _find(record, level, name, after=0, before=None):
-    return next((line for lvl, text, line in record.headings if lvl == level and text.lower() == name.lower()
+    return next((line for lvl, text, line in record.headings if lvl == level and heading_key(text) == name.lower()
                  and line > after and (before is None or line < before)), None)
 
 
@@ -72,7 +73,7 @@ def _section_problems(record):
 
 
 def _elsewhere(record, name):
-    found = [(level, line) for level, text, line in record.headings if text.lower() == name.lower()]
+    found = [(level, line) for level, text, line in record.headings if heading_key(text) == name.lower()]
     return "".join(f" (found '{'#' * level} {name}' at line {line})" for level, line in found[:1])
 
 

@@ -85,13 +85,16 @@ def _check(folder):
     problems = check(folder)
     for problem in problems:
         print(problem)
-    records = len(folder.entries)
+    records = _count(len(folder.entries), "record")
     if problems:
-        print(f"adr check: {len(problems)} problem{'s' if len(problems) != 1 else ''} in {folder.directory} "
-              f"({records} records)")
+        print(f"adr check: {_count(len(problems), 'problem')} in {folder.directory} ({records})")
         return 1
-    print(f"adr check: {records} records in {folder.directory}, no problems")
+    print(f"adr check: {records} in {folder.directory}, no problems")
     return 0
+
+
+def _count(number, noun):
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def main(argv=None):

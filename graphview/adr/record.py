@@ -95,6 +95,11 @@ def _first_number(text):
     return int(match.group(0)) if match and re.fullmatch(r"\W*(?:adr[-\s]?)?\d+\b.*", text, re.I) else None
 
 
+def heading_key(text):
+    """A heading's text for matching section names: "**Context:**" -> "context"."""
+    return _strip_emphasis(text).rstrip(":").strip().lower()
+
+
 def _strip_emphasis(text):
     return re.sub(r"^[*_`\s]+|[*_`\s]+$", "", text)
 
@@ -107,7 +112,7 @@ def parse(path, text=None):
                 text = file.read()
         except UnicodeDecodeError as error:
             raise RecordParseError(path, 1, f"is not UTF-8 text ({error.reason} at byte {error.start})") from None
-    headings, fields, links, in_fence = [], {}, [], False
+    headings, fields, links, in_fence, continued = [], {}, [], False, None
     for number, line in enumerate(text.splitlines(), start=1):
         if _FENCE.match(line):
             in_fence = not in_fence
@@ -119,6 +124,12 @@ def parse(path, text=None):
             headings.append((len(heading.group("hashes")), heading.group("text"), number))
             continue
         field = _FIELD.match(line)
+        if continued and not field and line.strip():     # a list that ended with a comma goes on
+            value = f"{fields[continued].value} {_strip_emphasis(line)}"
+            fields[continued] = Field(value, fields[continued].line)
+            continued = continued if value.endswith(",") else None
+            continue
+        continued = None
         if field:
             name = FIELDS[field.group("key").lower()]
             value = _strip_emphasis(field.group("value"))
@@ -127,6 +138,7 @@ def parse(path, text=None):
                 fields[name] = Field(value, fields[name].line)
             else:
                 fields[name] = Field(value, number)
+            continued = name if name in ("governs", "relates") and value.endswith(",") else None
         for target in re.findall(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", re.sub(r"`[^`]*`", "", line)):
             links.append((target, number))
     titles = [(text_, line) for level, text_, line in headings if level == 1]
@@ -146,7 +158,8 @@ def parse(path, text=None):
 
 def _status(lines, headings):
     """The first line of the ``## Status`` section that is not a ``Key:`` line, and its line number."""
-    start = next((line for level, text, line in headings if level == 2 and text.lower() == "status"), None)
+    start = next((line for level, text, line in headings if level == 2 and heading_key(text) == "status"),
+                 None)
     if start is None:
         return None, 0
     end = next((line for level, _, line in headings if line > start and level <= 2), len(lines) + 1)

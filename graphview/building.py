@@ -8,6 +8,7 @@ import numpy as np
 
 from graphview import dtypes
 from graphview.errors import DTypeError, GraphviewError, ShapeError
+from graphview.layouts import table as dim_table  # layouts (issue 8)
 from graphview.shapes import format_shape
 from graphview.variable import Kind, Variable
 
@@ -16,6 +17,10 @@ def build_op(graph, definition, inputs, attrs, name):
     op = definition.name
     variables = _as_variables(graph, op, inputs)
     variables = _promote(graph, definition, variables)
+    # layouts (issue 8): Dim-valued axes become ints; reductions over dims with lengths are masked.
+    attrs, masked = dim_table.before_op(graph, definition, variables, attrs, name)
+    if masked is not None:
+        return masked
     frozen = freeze_attrs(op, attrs)
     shapes = [v.node.shape for v in variables]
     kinds = [v.node.dtype for v in variables]
@@ -30,7 +35,9 @@ def build_op(graph, definition, inputs, attrs, name):
             raise ShapeError(f"{op}{_describe(name, variables, frozen)}: the shape rule gave {shape}")
     shape = tuple(None if d is None else int(d) for d in shape)
     full = graph._new_name(name, op)
-    return graph._add_node(full, Kind.ARRAY, op, [v.name for v in variables], frozen, shape, dtype)
+    result = graph._add_node(full, Kind.ARRAY, op, [v.name for v in variables], frozen, shape, dtype)
+    dim_table.after_op(graph, definition, variables, result)  # layouts (issue 8): carry dims to the output
+    return result
 
 
 def _error_kind(error):
@@ -64,17 +71,28 @@ def _as_variables(graph, op, inputs):
 
 
 def _promote(graph, definition, variables):
+    """Cast the promoted inputs to their common dtype, after checking the op accepts it.
+
+    The category check runs on the common dtype, so ``bool_mask * x`` promotes the
+    mask as NumPy does, while ``exp(bool_mask)`` or ``bool + bool`` is an error.
+    """
     positions = definition.promote_inputs
     if positions is None:
         positions = range(len(variables))
     positions = [p for p in positions if p < len(variables)]
-    if definition.accepts is not None:
-        for p in positions:
-            dtypes.check_category(definition.name, f"{p} ({variables[p].name!r})",
-                                  variables[p].dtype, definition.accepts)
-    if not definition.promote or not positions:
+    if not positions:
+        return variables
+    if not definition.promote:
+        if definition.accepts is not None:
+            for p in positions:
+                dtypes.check_category(definition.name, f"{p} ({variables[p].name!r})",
+                                      variables[p].dtype, definition.accepts)
         return variables
     target = dtypes.result_type(*[variables[p].dtype for p in positions])
+    if definition.accepts is not None:
+        for p in positions:
+            if variables[p].dtype == target:
+                dtypes.check_category(definition.name, f"{p} ({variables[p].name!r})", target, definition.accepts)
     if definition.promote == "float":
         target = dtypes.float_result(target)
     from graphview.ops.math import cast

@@ -258,10 +258,10 @@ def _checked_feed(node, value):
         raise ShapeError(f"placeholder {node.name!r} expects shape {format_shape(node.shape)}, "
                          f"got an array of shape {format_shape(array.shape)}")
     if array.dtype != node.dtype:
-        if not np.can_cast(array.dtype, node.dtype, "safe") or not isinstance(value, (np.ndarray, list, tuple, int, float, bool)):
-            raise DTypeError(f"placeholder {node.name!r} expects dtype {node.dtype.name}, got {array.dtype.name}, "
-                             "which does not cast safely; cast it first")
-        cast = np.empty(array.shape, node.dtype)
-        elementwise.CASTS[node.dtype](array, cast)
-        array = cast
+        # An array's dtype is a statement of intent: no silent casts. Python
+        # numbers and lists have none, so they take the placeholder's if it is safe.
+        if isinstance(value, np.ndarray) or not np.can_cast(array.dtype, node.dtype, "same_kind"):
+            raise DTypeError(f"placeholder {node.name!r} expects dtype {node.dtype.name}, got an array of dtype "
+                             f"{array.dtype.name}; cast it first (e.g. array.astype('{node.dtype.name}'))")
+        array = np.asarray(value, dtype=node.dtype)
     return array

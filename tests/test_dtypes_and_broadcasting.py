@@ -1,0 +1,112 @@
+"""Promotion rules, weak scalars, dtype errors, and broadcasting as a property against NumPy."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+from hypothesis.extra import numpy as hnp
+
+import graphview as gv
+from graphview.shapes import broadcast_shapes
+
+DTYPES = ["float32", "float64", "int32", "int64", "bool"]
+
+
+@pytest.mark.parametrize("left", DTYPES)
+@pytest.mark.parametrize("right", DTYPES)
+def test_binary_promotion_follows_numpy(left, right):
+    g = gv.Graph()
+    x, y = g.placeholder("x", (2,), left), g.placeholder("y", (2,), right)
+    if left == right == "bool":
+        with pytest.raises(gv.DTypeError, match="add: input 0 .* bool"):
+            x + y
+        return
+    assert (x + y).dtype == np.result_type(left, right)
+    assert (x / y).dtype == np.result_type(np.true_divide(np.ones(1, left), np.ones(1, right)))
+
+
+@pytest.mark.parametrize("dtype, scalar, expected", [
+    ("float32", 1.5, "float32"), ("float32", 2, "float32"), ("int32", 2, "int32"), ("int32", 2.5, "float64"),
+    ("int64", True, "int64"), ("float64", 3, "float64")])
+def test_python_scalars_are_weak(dtype, scalar, expected):
+    g = gv.Graph()
+    x = g.placeholder("x", (2,), dtype)
+    assert (x + scalar).dtype == np.dtype(expected)
+    assert (scalar * x).dtype == np.dtype(expected)
+
+
+def test_implicit_casts_are_visible_nodes():
+    g = gv.Graph()
+    x, y = g.placeholder("x", (2,), "float32"), g.placeholder("y", (2,), "float64")
+    z = x + y
+    assert g.node(z.node.inputs[0]).op == "cast"
+    assert z.eval({"x": np.ones(2, np.float32), "y": np.ones(2)}).dtype == np.float64
+
+
+@pytest.mark.parametrize("op", ["exp", "log", "sqrt", "sin", "tanh"])
+def test_floating_ops_on_integers_compute_in_float64(op):
+    g = gv.Graph()
+    x = g.placeholder("x", (3,), "int32")
+    y = getattr(g.math, op)(x)
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(y.eval({"x": np.array([1, 2, 3], np.int32)}),
+                               getattr(np, op)(np.array([1, 2, 3], np.float64)), rtol=1e-14)
+
+
+def test_unsupported_combinations_raise_dtype_errors_naming_the_op():
+    g = gv.Graph()
+    b = g.placeholder("b", (2,), "bool")
+    i = g.placeholder("i", (2,), "int64")
+    f = g.placeholder("f", (2, 3))
+    with pytest.raises(gv.DTypeError, match="exp: input 0 \\('b'\\) has dtype bool"):
+        g.math.exp(b)
+    with pytest.raises(gv.DTypeError, match="softmax_cross_entropy.*labels.*float64"):
+        g.loss.softmax_cross_entropy(f, g.placeholder("labels", (2,), "float64"))
+    with pytest.raises(gv.DTypeError, match="dropout.*int64"):
+        g.nn.dropout(i, 0.5, seed=1)
+    with pytest.raises(gv.DTypeError, match="condition has dtype int64"):
+        g.math.where(g.placeholder("k", (2, 3), "int64"), f, f)
+
+
+def test_float32_sums_are_at_least_as_accurate_as_numpy():
+    values = np.random.default_rng(0).uniform(0, 1, 10_000_000).astype(np.float32)
+    exact = np.sum(values, dtype=np.float64)
+    g = gv.Graph()
+    x = g.placeholder("x", values.shape, "float32")
+    ours = g.math.sum(x).eval({"x": values})
+    assert ours.dtype == np.float32
+    assert abs(float(ours) - exact) <= abs(float(np.sum(values)) - exact)
+
+
+shapes = hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=4)
+
+
+@given(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=5, max_side=4))
+def test_broadcast_shapes_match_numpy(case):
+    assert broadcast_shapes(*case.input_shapes) == np.broadcast_shapes(*case.input_shapes)
+
+
+@given(st.tuples(shapes, shapes))
+def test_broadcast_errors_match_numpy(pair):
+    try:
+        expected = np.broadcast_shapes(*pair)
+    except ValueError:
+        with pytest.raises(gv.ShapeError, match="do not broadcast"):
+            broadcast_shapes(*pair)
+    else:
+        assert broadcast_shapes(*pair) == expected
+
+
+@given(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=3),
+       st.sampled_from(["add", "sub", "mul", "maximum"]), st.booleans())
+def test_binary_ops_broadcast_like_numpy_on_strided_inputs(case, op, flip):
+    r = np.random.default_rng(1)
+    arrays = []
+    for shape in case.input_shapes:
+        big = r.normal(size=tuple(2 * d for d in shape))
+        view = big[tuple(slice(None, None, -2) if flip else slice(None, None, 2) for _ in shape)]
+        arrays.append(view)
+    g = gv.Graph()
+    a = g.placeholder("a", arrays[0].shape)
+    b = g.placeholder("b", arrays[1].shape)
+    result = getattr(g.math, op)(a, b).eval({"a": arrays[0], "b": arrays[1]})
+    expected = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum}[op](*arrays)
+    np.testing.assert_array_equal(result, expected)

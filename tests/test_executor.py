@@ -1,0 +1,148 @@
+"""The executor: cached pruned plans, placeholder validation, memory, output ownership, threads."""
+import threading
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import graphview as gv
+from graphview.execution import executor_of
+from kernels import elementwise
+
+CALLS = []
+
+
+def _recording_kernel(x, out):
+    CALLS.append(x.shape)
+    elementwise.copy(x, out)
+
+
+record = gv.defop("test_record", shape=lambda x: x, kernel=_recording_kernel, differentiable=False,
+                  reference=lambda x: x, samples=lambda: [gv.Sample((np.arange(3.0),))])
+
+
+def chain():
+    g = gv.Graph()
+    x = g.placeholder("x", (None, 3))
+    y = record(g.math.exp(x), name="y")
+    z = g.math.neg(x, name="z")
+    return g, x, y, z
+
+
+def test_plans_are_built_once_per_outputs_and_feed_signature():
+    g, x, y, z = chain()
+    executor = executor_of(g)
+    first, _ = executor.plan({"x": np.ones((2, 3))}, ["y"])
+    again, _ = executor.plan({"x": np.zeros((2, 3))}, ["y"])
+    other, _ = executor.plan({"x": np.ones((5, 3))}, ["y"])
+    assert first is again
+    assert other is not first
+
+
+def test_plans_are_pruned_to_what_the_outputs_need():
+    g, x, y, z = chain()
+    CALLS.clear()
+    out = g.output({"x": np.ones((2, 3))}, ["z"])
+    np.testing.assert_array_equal(out["z"], -np.ones((2, 3)))
+    assert CALLS == []
+    g.output({"x": np.ones((2, 3))}, ["y"])
+    assert CALLS == [(2, 3)]
+
+
+@pytest.mark.parametrize("feeds, error, message", [
+    ({}, gv.PlaceholderError, r"missing placeholder 'x' \(\(\?, 3\) float64\)"),
+    ({"x": np.ones((2, 3)), "w": np.ones(2)}, gv.PlaceholderError, "unknown placeholder 'w'.*are: x"),
+    ({"x": np.ones((2, 4))}, gv.ShapeError, r"'x' expects shape \(\?, 3\), got an array of shape \(2, 4\)"),
+    ({"x": np.ones(3)}, gv.ShapeError, r"'x' expects shape \(\?, 3\)"),
+    ({"x": np.ones((2, 3), np.float32)}, gv.DTypeError, "'x' expects dtype float64, got an array of dtype float32"),
+    ({"x": np.ones((2, 3), np.int64)}, gv.DTypeError, "'x' expects dtype float64"),
+    ({"x": [["a", "b", "c"]]}, gv.DTypeError, "'x' expects dtype float64"),
+])
+def test_bad_placeholders_fail_before_any_kernel_runs(feeds, error, message):
+    g, x, y, z = chain()
+    CALLS.clear()
+    with pytest.raises(error, match=message):
+        g.output(feeds, ["y"])
+    assert CALLS == []
+
+
+def test_python_lists_take_the_placeholder_dtype():
+    g, x, y, z = chain()
+    out = g.output({"x": [[1, 2, 3]]}, ["z"])
+    assert out["z"].dtype == np.float64
+    np.testing.assert_array_equal(out["z"], [[-1.0, -2.0, -3.0]])
+
+
+def test_unknown_outputs_and_non_dict_placeholders_raise():
+    g, *_ = chain()
+    with pytest.raises(gv.UnknownNameError, match="no variable named 'nope'"):
+        g.output({"x": np.ones((1, 3))}, ["nope"])
+    with pytest.raises(gv.PlaceholderError, match="must be a dict"):
+        g.output([np.ones((1, 3))], ["y"])
+
+
+def test_intermediate_buffers_are_released_after_their_last_use():
+    g = gv.Graph()
+    x = g.placeholder("x", (1_000_000,))
+    y = x
+    for step in range(20):
+        y = g.math.exp(y) if step % 2 else g.math.neg(y)
+    feeds = {"x": np.zeros(1_000_000)}
+    g.output(feeds, [y])  # compile and plan outside the measurement
+    tracemalloc.start()
+    g.output(feeds, [y])
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    buffer = 8_000_000
+    assert peak < 3.5 * buffer, f"peak {peak / buffer:.1f} buffers for a chain of 20"
+
+
+def test_outputs_are_owned_by_the_caller():
+    g = gv.Graph()
+    x = g.placeholder("x", (3,))
+    w = g.var("w", np.arange(3.0))
+    c = g.constant("c", np.ones(3))
+    flat = g.shape.reshape(w, (3, 1), name="flat")
+    total = g.math.add(x, w, name="total")
+    feed = np.zeros(3)
+    out = g.output({"x": feed}, [x, w, c, flat, total])
+    for name in ("x", "w", "c", "flat", "total"):
+        out[name][...] = 99.0
+    assert not np.shares_memory(out["x"], feed)
+    np.testing.assert_array_equal(feed, np.zeros(3))
+    np.testing.assert_array_equal(g.value("w"), np.arange(3.0))
+    np.testing.assert_array_equal(g.value("c"), np.ones(3))
+    again = g.output({"x": feed}, [flat, total])
+    np.testing.assert_array_equal(again["flat"].ravel(), np.arange(3.0))
+    np.testing.assert_array_equal(again["total"], np.arange(3.0))
+
+
+def test_two_threads_running_one_graph_get_their_own_results():
+    g = gv.Graph()
+    x = g.placeholder("x", (None, 4))
+    w = g.var("w", np.linspace(-1, 1, 8).reshape(4, 2))
+    y = g.math.sum(g.math.tanh(x @ w) * 2.0 + 1.0, axis=1, name="y")
+    failures = []
+
+    def work(seed):
+        r = np.random.default_rng(seed)
+        for _ in range(50):
+            value = r.normal(size=(int(r.integers(1, 6)), 4))
+            expected = np.sum(np.tanh(value @ g.value("w")) * 2.0 + 1.0, axis=1)
+            result = g.output({"x": value}, ["y"])["y"]
+            if not np.allclose(result, expected, rtol=1e-12, atol=1e-12):
+                failures.append(seed)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+def test_explain_describes_each_step():
+    g, *_ = chain()
+    text = g.explain(["y"])
+    assert "y" in text and "exp" in text and "test_record" in text
+    assert "z" not in text.split("\n", 1)[1]

@@ -2,6 +2,7 @@
 import dataclasses
 import re
 
+from graphview.adr.dates import BadDate, find_date
 from graphview.errors import GraphviewError
 
 STATUSES = ("Proposed", "Discussion", "Accepted", "Implemented", "Rejected", "Superseded by")
@@ -10,7 +11,7 @@ FIELDS = {"proposed by": "proposed", "discussed with": "discussed", "finalized b
 
 _FIELD = re.compile(r"^\s*(?:[-*+]\s+)?\**\s*(?P<key>proposed by|discussed with|finalized by|governs|relates to)"
                     r"\s*\**\s*:\s*\**\s*(?P<value>.*?)\s*$", re.IGNORECASE)
-_HEADING = re.compile(r"^(?P<hashes>#{1,6})\s+(?P<text>.*?)\s*#*\s*$")
+_HEADING = re.compile(r"^(?P<hashes>#{1,6})\s+(?P<text>.*?)(?:\s+#+)?\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 # A number the title may carry: "0002 Graph", "0002: Graph", "ADR 2 - Graph", "ADR-0002: Graph", "2. Graph".
 _TITLE_NUMBER = re.compile(r"^(?:adr[-\s]?(?P<adr>\d+)\s*[-:.\u2013\u2014]?|(?P<padded>\d{4})\s*[-:.\u2013\u2014]?"
@@ -82,7 +83,6 @@ class Record:
     @property
     def date(self):
         """The date of ``Proposed by:``, or None."""
-        from graphview.adr.dates import BadDate, find_date
         proposed = self.field("proposed")
         try:
             return find_date(proposed.value) if proposed else None

@@ -1,0 +1,165 @@
+"""The data pipeline: ordering, seeding, laziness, padding with lengths, bucketing, transformers."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import graphview as gv
+from graphview import data
+
+
+def numbered(n=10):
+    return data.ArrayDataSet({"x": np.arange(2.0 * n).reshape(n, 2)}, {"y": np.arange(n)})
+
+
+def labels_of(dataset, epoch=0):
+    return [int(v) for batch in dataset.iterate(epoch) for v in np.atleast_1d(batch["y"])]
+
+
+def test_array_dataset_keeps_order_and_roles():
+    samples = list(numbered(4))
+    assert [int(s["y"]) for s in samples] == [0, 1, 2, 3]
+    assert list(samples[1].features) == ["x"] and list(samples[1].targets) == ["y"]
+    np.testing.assert_array_equal(samples[1]["x"], [2.0, 3.0])
+
+
+def test_batches_keep_order_and_the_last_batch_is_smaller():
+    batches = list(numbered(10) >> data.Batch(4))
+    assert [b.size for b in batches] == [4, 4, 2]
+    assert labels_of(numbered(10) >> data.Batch(4)) == list(range(10))
+    assert isinstance(batches[0], gv.data.MiniBatch)
+    np.testing.assert_array_equal(batches[0].features["x"], np.arange(8.0).reshape(4, 2))
+    np.testing.assert_array_equal(batches[2].targets["y"], [8, 9])
+    assert [b.size for b in numbered(10) >> data.Batch(4, drop_last=True)] == [4, 4]
+
+
+def test_shuffle_is_seeded_per_epoch_and_restartable():
+    pipeline = numbered(20) >> data.Shuffle(seed=3) >> data.Batch(5)
+    first = labels_of(pipeline, 0)
+    assert sorted(first) == list(range(20)) and first != list(range(20))
+    assert labels_of(pipeline, 0) == first                   # restartable: same epoch, same order
+    assert labels_of(pipeline, 1) != first                   # a new order each epoch
+    assert labels_of(numbered(20) >> data.Shuffle(seed=3) >> data.Batch(5), 1) == labels_of(pipeline, 1)
+    assert labels_of(numbered(20) >> data.Shuffle(seed=4) >> data.Batch(5), 0) != first
+    assert [int(s["y"]) for s in pipeline.source.source] == list(range(20))  # the source is untouched
+
+
+def test_buffered_shuffle_is_a_seeded_permutation():
+    pipeline = numbered(30) >> data.Shuffle(seed=1, buffer_size=4)
+    order = [int(s["y"]) for s in pipeline.iterate(0)]
+    assert sorted(order) == list(range(30)) and order != list(range(30))
+    assert order == [int(s["y"]) for s in pipeline.iterate(0)]
+
+
+def test_iteration_is_lazy():
+    pulled = []
+
+    def source():
+        for i in range(1000):
+            pulled.append(i)
+            yield data.Sample({"x": np.array([i])}, {"y": np.array(i)})
+
+    pipeline = data.IterableDataSet(source) >> data.Map(lambda s: s) >> data.Batch(3)
+    first = next(iter(pipeline))
+    assert first.size == 3 and len(pulled) == 3
+
+
+def test_transformers_chain_with_rshift_and_datasets_too():
+    chained = data.Filter(lambda s: int(s["y"]) % 2 == 0) >> data.Map(lambda s: {"x": s["x"] * 10, "y": s["y"]})
+    assert isinstance(chained, data.Transformer)
+    result = list(numbered(6) >> chained >> data.Batch(10))
+    (batch,) = result
+    np.testing.assert_array_equal(batch["y"], [0, 2, 4])
+    np.testing.assert_array_equal(batch["x"][1], [40.0, 50.0])
+    assert "y" in batch.targets, "a Map returning a dict keeps the roles of the fields"
+    assert labels_of(chained(numbered(6)) >> data.Batch(2)) == [0, 2, 4]
+
+
+def test_normalize_learns_statistics_once_and_reuses_them():
+    rng = np.random.default_rng(0)
+    train = data.ArrayDataSet({"x": rng.normal(5.0, 3.0, (200, 4))}, {"y": np.zeros(200, np.int64)})
+    test = data.ArrayDataSet({"x": np.full((3, 4), 5.0)}, {"y": np.zeros(3, np.int64)})
+    norm = data.Normalize("x")
+    (batch,) = list(train >> norm >> data.Batch(200))
+    np.testing.assert_allclose(batch["x"].mean(axis=0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(batch["x"].std(axis=0), 1.0, atol=1e-12)
+    (held_out,) = list(test >> norm >> data.Batch(3))
+    np.testing.assert_allclose(held_out["x"], np.tile((5.0 - norm.mean) / norm.std, (3, 1)))
+
+
+def test_normalize_given_statistics_and_constant_features():
+    samples = data.ArrayDataSet({"x": np.array([[1.0, 7.0], [3.0, 7.0]])})
+    (batch,) = list(samples >> data.Normalize("x") >> data.Batch(2))
+    np.testing.assert_allclose(batch["x"], [[-1.0, 0.0], [1.0, 0.0]])
+    (fixed,) = list(samples >> data.Normalize("x", mean=1.0, std=2.0) >> data.Batch(2))
+    np.testing.assert_allclose(fixed["x"], [[0.0, 3.0], [1.0, 3.0]])
+
+
+def test_one_hot():
+    (batch,) = list(numbered(3) >> data.OneHot("y", classes=4) >> data.Batch(3))
+    np.testing.assert_array_equal(batch["y"], np.eye(4)[:3])
+    with pytest.raises(data.DataError, match="label 3 is out of range for 3 classes"):
+        list(numbered(4) >> data.OneHot("y", classes=3))
+
+
+def ragged(lengths):
+    return data.ArrayDataSet({"tokens": [np.arange(1, n + 1) for n in lengths]}, {"y": np.arange(len(lengths))})
+
+
+def test_pad_to_longest_keeps_true_lengths():
+    (batch,) = list(ragged([2, 5, 1]) >> data.Batch(3, pad="longest", fields=["tokens"], pad_value=-1))
+    np.testing.assert_array_equal(batch["tokens"], [[1, 2, -1, -1, -1], [1, 2, 3, 4, 5], [1, -1, -1, -1, -1]])
+    np.testing.assert_array_equal(batch.lengths["tokens"], [2, 5, 1])
+    assert batch.lengths["tokens"].dtype == np.int64 and "y" not in batch.lengths
+
+
+def test_pad_to_fixed_length_and_too_long_is_an_error():
+    (batch,) = list(ragged([2, 3]) >> data.Batch(2, pad=6, fields=["tokens"]))
+    assert batch["tokens"].shape == (2, 6)
+    np.testing.assert_array_equal(batch.lengths["tokens"], [2, 3])
+    with pytest.raises(data.DataError, match="length 3, longer than the fixed length 2"):
+        list(ragged([2, 3]) >> data.Batch(2, pad=2, fields=["tokens"]))
+
+
+def test_ragged_without_padding_names_the_field_and_the_fix():
+    with pytest.raises(data.DataError, match="field 'tokens' has examples of different shapes.*pad='longest'"):
+        list(ragged([2, 3]) >> data.Batch(2))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 7), min_size=1, max_size=12), st.integers(1, 5))
+def test_padding_round_trips_every_sequence(lengths, size):
+    rows = [np.arange(n) * 10 + i for i, n in enumerate(lengths)]
+    dataset = data.ArrayDataSet({"s": rows}, {"y": np.arange(len(rows))})
+    recovered = []
+    for batch in dataset >> data.Batch(size, pad="longest", fields=["s"]):
+        assert batch["s"].shape[1] == batch.lengths["s"].max()
+        for row, length in zip(batch["s"], batch.lengths["s"]):
+            assert not row[length:].any()
+            recovered.append(row[:length])
+    assert len(recovered) == len(rows)
+    for got, want in zip(recovered, rows):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_bucketing_groups_by_length():
+    lengths = [1, 9, 2, 8, 1, 9, 3, 7]
+    batches = list(ragged(lengths) >> data.BucketByLength("tokens", boundaries=[5], size=2))
+    for batch in batches:
+        short = batch.lengths["tokens"] < 5
+        assert short.all() or not short.any(), "a batch mixes buckets"
+        assert batch["tokens"].shape[1] == batch.lengths["tokens"].max()
+    assert sorted(int(y) for b in batches for y in b["y"]) == list(range(len(lengths)))
+    total_padding = sum(b["tokens"].size - b.lengths["tokens"].sum() for b in batches)
+    (single,) = list(ragged(lengths) >> data.Batch(8, pad="longest", fields=["tokens"]))
+    assert total_padding < single["tokens"].size - single.lengths["tokens"].sum()
+
+
+def test_errors_are_graphview_errors_with_names():
+    with pytest.raises(gv.GraphviewError, match="fields hold different numbers of examples"):
+        data.ArrayDataSet({"x": np.zeros((3, 2))}, {"y": np.zeros(4)})
+    with pytest.raises(data.DataError, match="only be chained .* with a transformer"):
+        numbered() >> 3
+    with pytest.raises(data.DataError, match="Normalize: the item has no field 'z'"):
+        list(numbered() >> data.Normalize("z", mean=0.0, std=1.0))
+    with pytest.raises(data.DataError, match="batches cannot be batched again"):
+        list(numbered() >> data.Batch(2) >> data.Batch(2))

@@ -1,12 +1,326 @@
-"""The ``graphview`` command (filled in by the CLI issue)."""
+"""The ``graphview`` command: gradcheck, summary, ops, dot and adr.
+
+``main(argv)`` returns the exit status: 0 when every check passed, 1 when a
+gradient check failed or the non-inplace validation listener found a
+violation, 2 for usage or input errors, which are one line on stderr (the
+traceback only with ``--debug``). See adr/0011-cli-design.md.
+"""
+import argparse
+import inspect
 import sys
+import time
+
+PASSED, FAILED, USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A usage or input error: one line on stderr, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line on stderr instead of usage text."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: error: {message}")
+
+
+def _positive(kind):
+    def convert(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+        return value
+    return convert
+
+
+def _names(text):
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one name, separated by commas")
+    return names
+
+
+def build_parser():
+    from graphview import __version__
+    parser = _Parser(prog="graphview", description="Gradient checks, graph files and op listings for graphview.")
+    parser.add_argument("--version", action="version", version=f"graphview {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of an error")
+
+    check = commands.add_parser(
+        "gradcheck", parents=[common], help="check gradients of a TARGET, or of every registered op",
+        description="Compare analytic gradients with central differences (gv.check_gradients). With no TARGET, "
+                    "check every registered op on its samples and print per-op coverage.")
+    check.add_argument("target", nargs="?", metavar="TARGET",
+                       help="a graph file, path/to/file.py:function or package.module:function "
+                            "(the function returns (graph, placeholders))")
+    check.add_argument("--eps", type=_positive(float), help="finite-difference step (default 1e-5)")
+    check.add_argument("--max-rel-error", type=_positive(float), help="largest relative error that passes "
+                       "(default 1e-5)")
+    check.add_argument("--min-abs-error", type=float, help="absolute errors below this always pass (default 1e-6)")
+    check.add_argument("--wrt", type=_names, metavar="NAME,...", help="variables to check (default: every "
+                       "trainable floating-point variable)")
+    check.add_argument("--skip", type=_names, metavar="NAME,...", help="variables not to check")
+    check.add_argument("--max-per-param", type=_positive(int), metavar="N", help="check at most N elements "
+                       "of each variable")
+    check.add_argument("--subset", choices=("random", "every_n"), help="which elements --max-per-param picks")
+    check.add_argument("--seed", type=int, help="seed of the random subset")
+    check.add_argument("--exit-on-first-failure", action="store_true", help="stop at the first failure")
+    check.add_argument("--fast", action="store_true", help="one random projection per input; a full check "
+                       "explains any failure")
+    check.add_argument("--no-validate-inplace", action="store_true", help="do not attach the non-inplace "
+                       "validation listener")
+    check.add_argument("--activations", action="store_true", help="also check gradients of intermediate values")
+    check.add_argument("--inputs", metavar="FILE.npz", help="placeholder values by name (over those stored "
+                       "in a graph file)")
+    check.add_argument("--ops", type=_names, metavar="NAME,...", help="only these ops (built-in suite only)")
+    check.add_argument("--json", metavar="PATH", help="write the report as JSON")
+    check.add_argument("--junit", metavar="PATH", help="write JUnit XML for CI")
+    check.add_argument("--quiet", action="store_true", help="only the verdict line; no progress bar")
+    check.set_defaults(func=_gradcheck)
+
+    summary = commands.add_parser("summary", parents=[common], help="print the variables of a TARGET's graph",
+                                  description="Print g.summary() of a graph file or a function target.")
+    summary.add_argument("target", metavar="TARGET")
+    summary.set_defaults(func=_summary)
+
+    listing = commands.add_parser("ops", parents=[common], help="list every registered op",
+                                  description="Every registered op: family, differentiable, in-place, view, "
+                                              "samples and gradient-check coverage.")
+    listing.set_defaults(func=_ops)
+
+    dot = commands.add_parser("dot", parents=[common], help="print a TARGET's graph as Graphviz DOT",
+                              description="Graphviz DOT of a graph; views and in-place writes are marked.")
+    dot.add_argument("target", metavar="TARGET")
+    dot.set_defaults(func=_dot)
+
+    try:  # The ADR tooling (issue of the ADR engineer) plugs in when it is installed.
+        from graphview.adr.cli import register
+    except ImportError:
+        register = None
+    if register is not None:
+        adr = register(commands)
+        adr.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return parser
 
 
 def main(argv=None):
-    """Entry point of the ``graphview`` command."""
-    import graphview
-    print(f"graphview {graphview.__version__}: registered ops: {', '.join(graphview.ops())}")
-    return 0
+    """Run the ``graphview`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            raise UsageError("graphview: error: give a command: gradcheck, summary, ops, dot or adr (see graphview --help)")
+        return int(args.func(args) or 0)
+    except SystemExit as exit:  # --help, --version and sub-commands that call sys.exit
+        return exit.code if isinstance(exit.code, int) else (0 if exit.code is None else USAGE)
+    except KeyboardInterrupt:
+        print("graphview: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 - every failure becomes one line and exit status 2
+        if debug:
+            import traceback
+            traceback.print_exc()
+        print(_one_line(error), file=sys.stderr)
+        return USAGE
+
+
+def _one_line(error):
+    from graphview.errors import GraphviewError
+    from graphview.targets import TargetError
+    text = " ".join(str(error).split())
+    if isinstance(error, (UsageError, TargetError)):
+        message = text if text.startswith("graphview") else f"graphview: error: {text}"
+    elif isinstance(error, GraphviewError):
+        message = f"graphview: error: {type(error).__name__}: {text}"
+    elif isinstance(error, OSError):
+        message = f"graphview: error: {error.strerror or text}: {error.filename or ''}".rstrip(": ")
+    else:
+        message = f"graphview: internal error: {type(error).__name__}: {text} (run with --debug for the traceback)"
+    return message
+
+
+# --- summary, ops, dot -------------------------------------------------------------
+
+def _summary(args):
+    from graphview.targets import load_target
+    graph, placeholders = load_target(args.target)
+    print(graph.summary())
+    if graph.losses:
+        print(f"losses: {', '.join(v.name for v in graph.losses)}")
+    if placeholders:
+        print(f"stored placeholder values: {', '.join(sorted(placeholders))}")
+    return PASSED
+
+
+def _dot(args):
+    from graphview.dot import to_dot
+    from graphview.targets import load_target
+    graph, _ = load_target(args.target)
+    sys.stdout.write(to_dot(graph))
+    return PASSED
+
+
+def _ops(args):
+    from graphview import registry
+    from graphview.cli_report import table
+    rows = []
+    for definition in registry.definitions():
+        samples = list(definition.samples()) if definition.samples else []
+        checkable = sum(sample.gradcheck for sample in samples)
+        if not definition.differentiable:
+            coverage = "-"
+        elif not definition.has_gradient:
+            coverage = "NO GRADIENT RULE"
+        else:
+            coverage = f"{checkable}/{len(samples)} samples"
+        inplace = ",".join(map(str, definition.inplace)) if definition.inplace else "no"
+        rows.append((definition.name, definition.family, "yes" if definition.differentiable else "no", inplace,
+                     "yes" if definition.view else "no", len(samples), coverage))
+    print(table(("op", "family", "differentiable", "in-place", "view", "samples", "gradcheck"), rows))
+    print(f"{len(rows)} ops; `graphview gradcheck` runs the gradient checks "
+          "(`--ops NAME,...` for some of them)")
+    return PASSED
+
+
+# --- gradcheck -----------------------------------------------------------------------
+
+OPTION_NAMES = ("eps", "max_rel_error", "min_abs_error", "max_per_param", "subset", "seed")
+FLAGS = ("exit_on_first_failure", "fast", "activations")
+
+
+def check_options(args):
+    """The ``gv.check_gradients`` keyword arguments the user gave (the engine keeps its own defaults)."""
+    options = {name: getattr(args, name) for name in OPTION_NAMES if getattr(args, name) is not None}
+    options.update({name: True for name in FLAGS if getattr(args, name)})
+    if args.no_validate_inplace:
+        options["validate_inplace"] = False
+    return options
+
+
+def _gradcheck(args):
+    from graphview.cli_report import write_json
+    options = check_options(args)
+    if args.target is None:
+        for flag, value in (("--wrt", args.wrt), ("--skip", args.skip), ("--inputs", args.inputs)):
+            if value is not None:
+                raise UsageError(f"graphview gradcheck: error: {flag} needs a TARGET (the op suite checks every "
+                                 "floating-point input of every sample)")
+        document, junit, passed = _check_suite(args, options)
+    else:
+        if args.ops is not None:
+            raise UsageError("graphview gradcheck: error: --ops is for the built-in op suite, not a TARGET")
+        document, junit, passed = _check_target(args, options)
+    if args.json:
+        write_json(args.json, document)
+    if args.junit:
+        with open(args.junit, "w", encoding="utf-8") as stream:
+            stream.write(junit)
+    return PASSED if passed else FAILED
+
+
+def _progress(args, **settings):
+    from tqdm import tqdm
+    show = not args.quiet and sys.stderr.isatty()
+    return tqdm(file=sys.stderr, disable=not show, delay=1.0, leave=False, dynamic_ncols=True, **settings)
+
+
+def _check_target(args, options):
+    from graphview import cli_report
+    from graphview.errors import InplaceModificationError
+    from graphview.gradcheck import check_gradients
+    from graphview.targets import load_target, read_inputs
+    graph, placeholders = load_target(args.target, need_loss=True)
+    if args.inputs:
+        placeholders.update(read_inputs(args.inputs))
+    if args.wrt is not None:
+        options["wrt"] = args.wrt
+    if args.skip is not None:
+        options["skip"] = tuple(args.skip)
+    start = time.perf_counter()
+    bar = None
+    if "progress" in inspect.signature(check_gradients).parameters:
+        bar = _progress(args, desc="gradcheck", unit="elem")
+        options["progress"] = _bar_callback(bar)
+    try:
+        report = check_gradients(graph, placeholders, **options)
+    except InplaceModificationError as error:
+        print(f"FAILED: the non-inplace validation listener stopped the check: {error}")
+        document = {"target": args.target, "passed": False, "variables": [], "failures": [],
+                    "violations": [str(error)]}
+        testcase = (f"gradcheck.{args.target}", "non-inplace validation", 0.0, "failure", str(error), "")
+        return document, cli_report.junit(f"graphview.gradcheck.{args.target}", [testcase]), False
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - start
+    options.pop("progress", None)
+    passed = bool(report.passed)
+    if not args.quiet:
+        print(str(report))
+    verdict = "PASSED" if passed else "FAILED"
+    print(f"{verdict}: gradient check of {args.target} (graph {graph.name!r}) in {seconds:.2f}s")
+    document = cli_report.target_json(args.target, report, _jsonable(options))
+    junit = cli_report.junit(f"graphview.gradcheck.{args.target}",
+                             cli_report.target_testcases(args.target, report, seconds))
+    return document, junit, passed
+
+
+def _bar_callback(bar):
+    def update(done, total=None):
+        if total is not None and bar.total != total:
+            bar.total = total
+        bar.n = done
+        bar.refresh()
+    return update
+
+
+def _check_suite(args, options):
+    from graphview import cli_report, opsuite
+    try:
+        definitions = opsuite.selected_ops(args.ops)
+    except Exception as error:
+        raise UsageError(f"graphview gradcheck: error: {error}") from error
+    rows, cases = opsuite.plan(definitions)
+    start = time.perf_counter()
+    with _progress(args, total=len(cases), desc="gradcheck ops", unit="sample") as bar:
+        for case, sample in cases:
+            bar.set_postfix_str(case.op, refresh=False)
+            opsuite.run_case(case, sample, options)
+            bar.update()
+            if options.get("exit_on_first_failure") and case.status in ("failed", "error"):
+                break
+    for case, _ in cases:
+        if case.status == "pending":
+            case.status, case.reason = "skipped", "not run: --exit-on-first-failure stopped the suite"
+    seconds = time.perf_counter() - start
+    passed = not any(row.failed for row in rows)
+    if not args.quiet:
+        print(cli_report.coverage_table(rows))
+        for row in rows:
+            for case in row.cases:
+                if case.status in ("failed", "error"):
+                    print(f"\n{case.name}: {case.status.upper()}" + (f": {case.reason}" if case.reason else ""))
+                    if case.report is not None:
+                        print(str(case.report))
+        print()
+    print(cli_report.coverage_summary(rows))
+    print(f"{'PASSED' if passed else 'FAILED'}: gradient checks of {len(rows)} ops in {seconds:.2f}s")
+    document = cli_report.suite_json(rows, _jsonable(options))
+    junit = cli_report.junit("graphview.gradcheck.ops", cli_report.suite_testcases(rows))
+    return document, junit, passed
+
+
+def _jsonable(options):
+    return {key: (list(value) if isinstance(value, tuple) else value) for key, value in options.items()}
 
 
 if __name__ == "__main__":

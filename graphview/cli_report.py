@@ -1,0 +1,199 @@
+"""What ``graphview gradcheck`` writes: tables, the ``--json`` report and ``--junit`` XML.
+
+Everything here reads a :class:`graphview.gradcheck.GradCheckReport` through
+its documented fields (``passed``, ``variables``, ``failures``,
+``violations``) and the op suite's cases, and never changes them.
+"""
+import json
+import math
+import xml.etree.ElementTree as ET
+
+
+
+def _get(item, *names, default=None):
+    """A field of a report record, whether it is an object or a dict."""
+    for name in names:
+        if isinstance(item, dict) and name in item:
+            return item[name]
+        if hasattr(item, name):
+            return getattr(item, name)
+    return default
+
+
+def variable_rows(report):
+    """``[{variable, checked, passed, failed, max_rel_error}]`` from ``report.variables``."""
+    variables = _get(report, "variables", default=None) or {}
+    items = variables.items() if isinstance(variables, dict) else [(_get(v, "variable", "name"), v) for v in variables]
+    rows = []
+    for name, stats in items:
+        rows.append({"variable": str(name), "checked": int(_get(stats, "checked", default=0)),
+                     "passed": int(_get(stats, "passed", default=0)), "failed": int(_get(stats, "failed", default=0)),
+                     "max_rel_error": _number(_get(stats, "max_rel_error", "max_relative_error", default=0.0))})
+    return rows
+
+
+def failure_records(report):
+    return [{"variable": str(_get(f, "variable")), "index": _index(_get(f, "index")),
+             "analytic": _number(_get(f, "analytic")), "numeric": _number(_get(f, "numeric")),
+             "rel_error": _number(_get(f, "rel_error")), "abs_error": _number(_get(f, "abs_error"))}
+            for f in (_get(report, "failures", default=None) or [])]
+
+
+def violation_texts(report):
+    return [str(v) for v in (_get(report, "violations", default=None) or [])]
+
+
+def _index(index):
+    if index is None:
+        return None
+    if isinstance(index, (tuple, list)):
+        return [int(i) for i in index]
+    return int(index)
+
+
+def _number(value):
+    """A float for JSON: NaN and infinities become the strings "NaN", "Infinity", "-Infinity"."""
+    if value is None:
+        return None
+    value = float(value)
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def target_json(target, report, options):
+    return {"target": target, "passed": bool(report.passed), "options": options,
+            "variables": variable_rows(report), "failures": failure_records(report),
+            "violations": violation_texts(report)}
+
+
+def suite_json(rows, options):
+    cases = [case for row in rows for case in row.cases]
+    return {"target": None, "passed": not any(row.failed for row in rows), "options": options,
+            "ops": [{"op": row.op, "family": row.family, "differentiable": row.differentiable,
+                     "gradient_rule": row.has_rule, "samples": row.samples, "passed": row.count("passed"),
+                     "failed": row.count("failed") + row.count("error"), "skipped": row.count("skipped"),
+                     "status": row.status} for row in rows],
+            "cases": [{"op": c.op, "sample": c.index, "label": c.label, "status": c.status, "reason": c.reason,
+                       "seconds": round(c.seconds, 6),
+                       "variables": variable_rows(c.report) if c.report is not None else [],
+                       "failures": failure_records(c.report) if c.report is not None else [],
+                       "violations": violation_texts(c.report) if c.report is not None else []}
+                      for c in cases]}
+
+
+def write_json(path, document):
+    with open(path, "w", encoding="utf-8") as stream:
+        json.dump(document, stream, indent=2, allow_nan=False)
+        stream.write("\n")
+
+
+def table(header, rows):
+    """A plain-text table with a rule under the header, columns padded to fit."""
+    cells = [list(map(str, header))] + [[str(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def max_error(cases):
+    errors = [row["max_rel_error"] for case in cases if case.report is not None for row in variable_rows(case.report)
+              if isinstance(row["max_rel_error"], float)]
+    return f"{max(errors):.2e}" if errors else "-"
+
+
+def coverage_table(rows):
+    body = []
+    for row in rows:
+        checked = [c for c in row.cases if c.status in ("passed", "failed", "error")]
+        body.append((row.op, row.family, row.samples, len(checked), row.count("passed"),
+                     row.count("failed") + row.count("error"), max_error(checked), row.status))
+    return table(("op", "family", "samples", "checked", "passed", "failed", "max rel error", "status"), body)
+
+
+def coverage_summary(rows):
+    differentiable = [row for row in rows if row.differentiable]
+    covered = [row for row in differentiable if row.status == "ok"]
+    failed = [row.op for row in rows if row.failed]
+    cases = [case for row in rows for case in row.cases]
+    checked = sum(case.status in ("passed", "failed", "error") for case in cases)
+    line = (f"gradient checks: {len(covered)}/{len(differentiable)} differentiable ops covered, "
+            f"{checked} samples checked, {sum(c.status == 'passed' for c in cases)} passed, "
+            f"{sum(c.status in ('failed', 'error') for c in cases)} failed, "
+            f"{sum(c.status == 'skipped' for c in cases)} skipped")
+    if failed:
+        line += f"; FAILED: {', '.join(failed)}"
+    return line
+
+
+def junit(suite_name, testcases):
+    """JUnit XML text; ``testcases`` are (classname, name, seconds, outcome, message, details)."""
+    root = ET.Element("testsuites", name="graphview gradcheck")
+    suite = ET.SubElement(root, "testsuite", name=suite_name)
+    counts = {"failure": 0, "error": 0, "skipped": 0}
+    total = 0.0
+    for classname, name, seconds, outcome, message, details in testcases:
+        case = ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{seconds:.6f}")
+        total += seconds
+        if outcome in counts:
+            counts[outcome] += 1
+            element = ET.SubElement(case, outcome, message=message)
+            if details:
+                element.text = details
+    for element in (root, suite):
+        element.set("tests", str(len(testcases)))
+        element.set("failures", str(counts["failure"]))
+        element.set("errors", str(counts["error"]))
+        element.set("skipped", str(counts["skipped"]))
+        element.set("time", f"{total:.6f}")
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def target_testcases(target, report, seconds):
+    failures = failure_records(report)
+    rows = variable_rows(report)
+    share = seconds / max(1, len(rows))
+    testcases = []
+    for row in rows:
+        mine = [f for f in failures if f["variable"] == row["variable"]]
+        outcome = "failure" if row["failed"] or mine else None
+        message = (f"{row['failed']} of {row['checked']} elements failed; max relative error "
+                   f"{row['max_rel_error']}") if outcome else ""
+        details = "\n".join(_describe_failure(f) for f in mine)
+        testcases.append((f"gradcheck.{target}", row["variable"], share, outcome, message, details))
+    listed = {row["variable"] for row in rows}
+    for failure in failures:
+        if failure["variable"] not in listed:
+            listed.add(failure["variable"])
+            testcases.append((f"gradcheck.{target}", failure["variable"], 0.0, "failure", "gradient check failed",
+                              _describe_failure(failure)))
+    violations = violation_texts(report)
+    testcases.append((f"gradcheck.{target}", "non-inplace validation", 0.0, "failure" if violations else None,
+                      f"{len(violations)} violations" if violations else "", "\n".join(violations)))
+    if not report.passed and not any(t[3] for t in testcases):
+        testcases.append((f"gradcheck.{target}", "report", 0.0, "failure", "the report did not pass", str(report)))
+    return testcases
+
+
+def suite_testcases(rows):
+    testcases = []
+    for row in rows:
+        if row.differentiable and not row.has_rule:
+            testcases.append((f"gradcheck.ops.{row.op}", "gradient rule", 0.0, "failure",
+                              f"{row.op} is declared differentiable but has no gradient rule", ""))
+            continue
+        for case in row.cases:
+            outcome = {"failed": "failure", "error": "error", "skipped": "skipped"}.get(case.status)
+            details = str(case.report) if case.report is not None and case.status == "failed" else case.reason
+            message = case.reason or (f"{len(failure_records(case.report))} elements failed"
+                                      if case.report is not None else "")
+            testcases.append((f"gradcheck.ops.{row.op}", f"{case.index} {case.label}".strip(), case.seconds,
+                              outcome, message if outcome else "", details if outcome else ""))
+    return testcases
+
+
+def _describe_failure(f):
+    return (f"{f['variable']}{f['index']}: analytic={f['analytic']} numeric={f['numeric']} "
+            f"rel_error={f['rel_error']} abs_error={f['abs_error']}")

@@ -3,7 +3,8 @@
 Every op gets two compiled forms from the same scalar function:
 
 * ``contiguous(*inputs, out, lo, hi)``: a flat loop over C-contiguous arrays of
-  the output's shape, run in chunks on threads for large arrays;
+  the output's shape (an input of one element is read as a scalar), run in
+  chunks on threads for large arrays;
 * ``strided(*inputs, out)``: four nested loops over 4-D arrays of any strides.
   The launcher broadcasts the inputs to the output's shape (stride 0), merges
   axes that are contiguous in every operand, and pads or splits the result to
@@ -40,7 +41,7 @@ class Elementwise:
     def __call__(self, *arrays):
         out = arrays[-1]
         shape = out.shape
-        if not out.flags.c_contiguous or any(a.shape != shape or not a.flags.c_contiguous for a in arrays[:-1]):
+        if not out.flags.c_contiguous or not all(fits_contiguous(a, shape) for a in arrays[:-1]):
             for block in four_axis_blocks(arrays):
                 self.strided(*block)
             return out
@@ -58,6 +59,12 @@ class Elementwise:
 
 
 RANK = 4
+
+
+def fits_contiguous(array, shape):
+    """Whether the flat contiguous kernels can read ``array`` for an output of ``shape``:
+    C-contiguous with the output's shape, or a single element (read as a scalar)."""
+    return array.flags.c_contiguous and (array.shape == shape or array.size == 1)
 
 
 def four_axis_blocks(arrays):
@@ -112,11 +119,26 @@ def unary(scalar):
 def binary(scalar):
     @njit(**JIT)
     def contiguous(a, b, out, lo, hi):
+        # A size-1 operand broadcasts as a scalar; separate loops keep each one vectorizable.
         x = a.reshape(a.size)
         y = b.reshape(b.size)
         z = out.reshape(out.size)
-        for i in range(lo, hi):
-            z[i] = scalar(x[i], y[i])
+        if x.size == z.size and y.size == z.size:
+            for i in range(lo, hi):
+                z[i] = scalar(x[i], y[i])
+        elif x.size == z.size:
+            right = y[0]
+            for i in range(lo, hi):
+                z[i] = scalar(x[i], right)
+        elif y.size == z.size:
+            left = x[0]
+            for i in range(lo, hi):
+                z[i] = scalar(left, y[i])
+        else:
+            left = x[0]
+            right = y[0]
+            for i in range(lo, hi):
+                z[i] = scalar(left, right)
 
     @njit(**JIT)
     def strided(a, b, out):
@@ -132,12 +154,16 @@ def binary(scalar):
 def ternary(scalar):
     @njit(**JIT)
     def contiguous(a, b, c, out, lo, hi):
+        # A size-1 operand broadcasts as a scalar: its step is 0.
         x = a.reshape(a.size)
         y = b.reshape(b.size)
         w = c.reshape(c.size)
         z = out.reshape(out.size)
+        sx = 1 if x.size == z.size else 0
+        sy = 1 if y.size == z.size else 0
+        sw = 1 if w.size == z.size else 0
         for i in range(lo, hi):
-            z[i] = scalar(x[i], y[i], w[i])
+            z[i] = scalar(x[i * sx], y[i * sy], w[i * sw])
 
     @njit(**JIT)
     def strided(a, b, c, out):

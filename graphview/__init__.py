@@ -12,6 +12,9 @@ from graphview.variable import Kind, Variable
 importlib.import_module("graphview.ops")
 from graphview.registry import defop, ops  # noqa: E402
 from graphview.testing import Sample
+# Views engineer: CreateView descriptors (ADR 0008). gv.all shadows the builtin only as a module attribute.
+from graphview import indexing  # noqa: E402
+from graphview.indexing import all, interval, new_axis, point  # noqa: E402,A004
 from graphview.serialization import load  # graph files (CLI issue)
 
 # training engineer: the data pipeline, updaters, fit/evaluate and training listeners
@@ -31,4 +34,5 @@ __all__ = [
     "GraphFileError", "NameConflictError", "UnknownNameError", "PlaceholderError", "ExecutionError",
     "data", "SGD", "Adam", "AdamW", "RMSProp", "TrainingConfig", "ScoreListener", "EarlyStoppingListener",
     "CheckpointListener",  # training
+    "indexing", "point", "interval", "all", "new_axis",  # views
 ]

@@ -1,13 +1,25 @@
 """The executor: cached, pruned plans that run each op's kernel in order.
 
 A plan is built once per (outputs, placeholder shapes and dtypes): it holds
-only the nodes the outputs need, in creation order (always topological), with
-every output shape resolved, so bad shapes fail before any kernel runs. Values
-live in a flat list of slots; a slot is cleared after its last reader, so peak
-memory follows the live set. Each run has its own slots, so threads can run the
-same graph at once.
+only the nodes the outputs need, with every output shape resolved, so bad
+shapes fail before any kernel runs (sizes that depend on run-time values, such
+as a dynamic CreateView, are resolved when the op runs). Values live in a flat
+list of slots; a slot is cleared after its last reader, so peak memory follows
+the live set. Each run has its own slots, so threads can run the same graph at
+once.
+
+In-place ops (ADR 0009). View ops share their input's buffer; an op declared
+with ``inplace=`` writes one input's buffer and returns it as a new version.
+The schedule (:func:`schedule`) gives every buffer version its readers, runs
+every reader of the old version before the write, and makes the op write a
+private copy instead when that is impossible (a reader of the old version
+depends on the write, the old version is a requested output or is written by
+another op) or not allowed: placeholder arrays and the stored values of
+variables and constants are never modified (copy on write). ``g.explain``
+lists each in-place step and every copy with its reason.
 """
 import collections
+import heapq
 import threading
 import time
 
@@ -104,7 +116,8 @@ class Executor:
     def __init__(self, graph):
         self.graph = graph
         self._plans = collections.OrderedDict()
-        self._lock = threading.Lock()
+        self._schedules = collections.OrderedDict()
+        self._lock = threading.RLock()
 
     def run(self, placeholders, names, listeners=None, mode="output"):
         plan, feeds = self.plan(placeholders, names)
@@ -120,11 +133,23 @@ class Executor:
         plan = self._plans.get(key)
         if plan is None:
             with self._lock:
-                plan = self._plans.get(key) or self._build(names, needed, feeds)
+                plan = self._plans.get(key) or self._build(names, feeds)
                 self._plans[key] = plan
                 while len(self._plans) > MAX_PLANS:
                     self._plans.popitem(last=False)
         return plan, feeds
+
+    def schedule(self, names):
+        """The run order and buffer decisions for ``names`` (structure only, cached)."""
+        names = tuple(dict.fromkeys(names))
+        found = self._schedules.get(names)
+        if found is None:
+            found = schedule(self.graph, names, self._needed(names))
+            with self._lock:
+                self._schedules[names] = found
+                while len(self._schedules) > MAX_PLANS:
+                    self._schedules.popitem(last=False)
+        return found
 
     def _needed(self, names):
         graph = self.graph
@@ -159,53 +184,204 @@ class Executor:
             feeds[node.name] = _checked_feed(node, placeholders[node.name])
         return feeds
 
-    def _build(self, names, needed, feeds):
-        slots = {node.name: i for i, node in enumerate(needed)}
-        shapes, contiguous, held = {}, {}, {}
+    def _build(self, names, feeds):
+        plan = self.schedule(names)
+        slots = {node.name: i for i, node in enumerate(plan.sources + plan.order)}
+        shapes, contiguous = {}, {}
         sources, steps = [], []
-        for node in needed:
-            if node.kind is Kind.ARRAY:
-                continue
+        for node in plan.sources:
             sources.append((slots[node.name], node.name, node.kind))
             array = feeds[node.name] if node.kind is Kind.PLACEHOLDER else self.graph._held(node.name)
             shapes[node.name] = array.shape
             contiguous[node.name] = array.flags.c_contiguous
-            held[node.name] = True
-        for node in needed:
-            if node.kind is not Kind.ARRAY:
-                continue
+        for node in plan.order:
             definition = get_op(node.op)
             attrs = node.attributes
             in_shapes = [shapes[name] for name in node.inputs]
             try:
                 shape = tuple(definition.shape(*in_shapes, **attrs))
-            except (GraphviewError, ValueError, TypeError) as error:
+            except (GraphviewError, ValueError, TypeError, IndexError) as error:
                 described = ", ".join(f"{n} {format_shape(s)}" for n, s in zip(node.inputs, in_shapes))
-                raise ShapeError(f"{node.op} {node.name!r} ({described}): {error}") from None
+                kind = type(error) if isinstance(error, GraphviewError) else ShapeError
+                raise kind(f"{node.op} {node.name!r} ({described}): {error}") from None
             shapes[node.name] = shape
             in_contiguous = [contiguous[name] for name in node.inputs]
-            run = _runner(definition, attrs, shape, node.dtype, in_shapes, in_contiguous)
-            contiguous[node.name] = not definition.view
-            held[node.name] = definition.view and bool(node.inputs) and held[node.inputs[0]]
+            copies = plan.input_copies.get(node.name, ())
+            run = _runner(definition, attrs, shape, node.dtype, in_shapes, in_contiguous, copies)
+            if definition.inplace:
+                written = definition.inplace[0]
+                contiguous[node.name] = written in copies or in_contiguous[written]
+            else:
+                contiguous[node.name] = not definition.view
             steps.append(Step(node, definition, run, tuple(slots[n] for n in node.inputs),
                               slots[node.name], shape, node.dtype, definition.view))
         _assign_frees(steps, set(slots[n] for n in names))
-        copy_outputs = {name for name in names if held.get(name)}
+        copy_outputs = {name for name in names if plan.external(name)}
         return Plan(self.graph, names, sources, steps, slots, copy_outputs)
 
     def explain(self, names):
-        """A text description of the plan for ``names`` with the declared shapes."""
-        needed = self._needed(tuple(names))
-        lines = [f"plan for {', '.join(names)}: {sum(n.kind is Kind.ARRAY for n in needed)} steps"]
-        for node in needed:
-            if node.kind is not Kind.ARRAY:
-                lines.append(f"  load   {node.name} ({node.kind}, {format_shape(node.shape)} {node.dtype.name})")
-                continue
+        """A text description of the plan for ``names``: run order, views, in-place writes and copies."""
+        plan = self.schedule(names)
+        lines = [f"plan for {', '.join(names)}: {len(plan.order)} steps"]
+        for node in plan.sources:
+            lines.append(f"  load     {node.name} ({node.kind}, {format_shape(node.shape)} {node.dtype.name})")
+        for node in plan.order:
             definition = get_op(node.op)
-            how = "view (no copy)" if definition.view else "kernel"
-            lines.append(f"  {how:<6} {node.name} = {node.op}({', '.join(node.inputs)})"
-                         f" -> {format_shape(node.shape)} {node.dtype.name}")
+            how = "in-place" if definition.inplace else "view" if definition.view else "kernel"
+            line = (f"  {how:<8} {node.name} = {node.op}({', '.join(node.inputs)})"
+                    f" -> {format_shape(node.shape)} {node.dtype.name}")
+            if definition.inplace:
+                written = node.inputs[definition.inplace[0]]
+                if node.name in plan.copies:
+                    line += f"; copies {written} first: {plan.copies[node.name]}"
+                else:
+                    line += f"; writes {written}'s buffer (no copy)"
+            for position, reason in plan.value_copies.get(node.name, ()):
+                line += f"; copies input {position} ({node.inputs[position]}) first: {reason}"
+            lines.append(line)
+        for name in names:
+            if plan.external(name):
+                lines.append(f"  output   {name} is copied: it shares the buffer of {plan.buffer_of(name)!r}, "
+                             "which the caller does not own")
         return "\n".join(lines)
+
+
+# --- scheduling: buffer versions, reader ordering and copies (ADR 0009) ------------------------
+
+class Schedule:
+    """The run order of the ARRAY nodes and the copies that keep in-place writes invisible."""
+
+    def __init__(self, sources, order, copies, value_copies, version, buffer, external):
+        self.sources, self.order = sources, order
+        self.copies = copies                  # in-place node -> why it writes a private copy
+        self.value_copies = value_copies      # in-place node -> [(input position, why)]
+        self._version, self._buffer, self._external = version, buffer, external
+        self.input_copies = {}
+        for name in copies:
+            self.input_copies[name] = (get_op(next(n for n in order if n.name == name).op).inplace[0],)
+        for name, items in value_copies.items():
+            self.input_copies[name] = self.input_copies.get(name, ()) + tuple(p for p, _ in items)
+
+    def buffer_of(self, name):
+        return self._buffer[self._version[name]]
+
+    def external(self, name):
+        """True when ``name``'s value lives in a buffer the run does not own (a feed or a stored value)."""
+        return self.buffer_of(name) in self._external
+
+
+def schedule(graph, names, needed):
+    """Order ``needed`` so that every reader of a buffer version runs before that version is overwritten.
+
+    Versions: a source or a kernel's output starts one; a view op's output is
+    the same version as its input 0; an in-place op's output is a new version
+    of the buffer it writes. An in-place op W writing version V needs every
+    other reader of V (any node with an input of version V) to run first; if
+    one of them depends on W, V is a requested output, or V lives in a buffer
+    the run does not own, W writes a private copy instead.
+    """
+    sources = [n for n in needed if n.kind is not Kind.ARRAY]
+    arrays = [n for n in needed if n.kind is Kind.ARRAY]
+    position = {n.name: i for i, n in enumerate(needed)}
+    consumers = collections.defaultdict(set)
+    for node in arrays:
+        for name in node.inputs:
+            consumers[name].add(node.name)
+    version = {}
+    for node in needed:
+        definition = get_op(node.op) if node.kind is Kind.ARRAY else None
+        shares = definition is not None and definition.view and not definition.inplace and node.inputs
+        version[node.name] = version[node.inputs[0]] if shares else node.name
+    readers = collections.defaultdict(set)
+    for node in arrays:
+        for name in node.inputs:
+            readers[version[name]].add(node.name)
+    requested = {version[name] for name in names}
+    buffer = {n.name: n.name for n in sources}
+    external = {n.name for n in sources}
+    must_precede = collections.defaultdict(set)     # W -> nodes that run before W
+    later = collections.defaultdict(set)            # X -> W for each X in must_precede[W]
+    writer_of = {}
+    copies, value_copies = {}, {}
+
+    def reaches(start, target):
+        stack, seen = [start], {start}
+        while stack:
+            name = stack.pop()
+            if name == target:
+                return True
+            for following in consumers[name] | later[name]:
+                if following not in seen:
+                    seen.add(following)
+                    stack.append(following)
+        return False
+
+    for node in arrays:
+        definition = get_op(node.op)
+        if not definition.inplace:
+            if version[node.name] == node.name:
+                buffer[node.name] = node.name
+            continue
+        written = node.inputs[definition.inplace[0]]
+        old = version[written]
+        reason = None
+        if buffer[old] in external:
+            source = graph.node(buffer[old])
+            reason = (f"{written} is the caller's array for placeholder {source.name!r}, which is never modified"
+                      if source.kind is Kind.PLACEHOLDER else
+                      f"{written} shares the stored value of {source.kind} {source.name!r}, which running a graph "
+                      "never changes (copy on write)")
+        elif old in requested:
+            reason = f"the old value of {written} is a requested output"
+        elif old in writer_of:
+            reason = f"{writer_of[old]} already writes the old value of {written} in place"
+        else:
+            blocked = sorted((x for x in readers[old] if x != node.name and reaches(node.name, x)),
+                             key=position.get)
+            if blocked:
+                reason = f"{blocked[0]} reads the old value of {written} but also depends on this write"
+        if reason is None:
+            for reader in readers[old] - {node.name}:
+                must_precede[node.name].add(reader)
+                later[reader].add(node.name)
+            writer_of[old] = node.name
+            buffer[node.name] = buffer[old]
+            aliased = [(p, f"it shares the buffer {node.name} writes") for p, name in enumerate(node.inputs)
+                       if p not in definition.inplace and buffer[version[name]] == buffer[old]]
+            if aliased:
+                value_copies[node.name] = aliased
+        else:
+            copies[node.name] = reason
+            buffer[node.name] = node.name
+    order = _topological(arrays, position, must_precede)
+    return Schedule(sources, order, copies, value_copies, version, buffer, external)
+
+
+def _topological(arrays, position, must_precede):
+    """Creation order, except that each node waits for its inputs and its must_precede set."""
+    names = {n.name for n in arrays}
+    by_name = {n.name: n for n in arrays}
+    waiting = {}
+    unblocks = collections.defaultdict(list)
+    for node in arrays:
+        before = {name for name in node.inputs if name in names} | must_precede.get(node.name, set())
+        waiting[node.name] = len(before)
+        for name in before:
+            unblocks[name].append(node.name)
+    ready = [position[n.name] for n in arrays if waiting[n.name] == 0]
+    heapq.heapify(ready)
+    name_at = {position[n.name]: n.name for n in arrays}
+    order = []
+    while ready:
+        name = name_at[heapq.heappop(ready)]
+        order.append(by_name[name])
+        for following in unblocks[name]:
+            waiting[following] -= 1
+            if waiting[following] == 0:
+                heapq.heappush(ready, position[following])
+    if len(order) != len(arrays):
+        raise GraphviewError("internal error: the in-place ordering constraints form a cycle")
+    return order
 
 
 def _assign_frees(steps, keep):
@@ -221,14 +397,35 @@ def _assign_frees(steps, keep):
         step.free = tuple(frees.get(index, ()))
 
 
-def _runner(definition, attrs, shape, dtype, in_shapes, in_contiguous):
+def _runner(definition, attrs, shape, dtype, in_shapes, in_contiguous, copies=()):
     kernel = definition.kernel
+    if definition.inplace:
+        # The kernel writes its input definition.inplace[0] and returns it; ``copies``
+        # are the inputs the schedule decided to hand it as private copies.
+        if not copies:
+            return (lambda *inputs: kernel(*inputs, **attrs)) if attrs else kernel
+
+        def run_inplace(*inputs):
+            inputs = list(inputs)
+            for position in copies:
+                inputs[position] = copy_array(inputs[position])
+            return kernel(*inputs, **attrs)
+        return run_inplace
     if definition.view:
         if attrs:
             return lambda *inputs: kernel(*inputs, **attrs)
         return kernel
-    size = int(np.prod(shape, dtype=np.int64))
     empty = np.empty
+    if None in shape:
+        # A size that depends on run-time values (e.g. a dynamic CreateView): resolve it per run.
+        rule = definition.shape
+
+        def run_dynamic(*inputs):
+            out = empty(tuple(rule(*[a.shape for a in inputs], **attrs)), dtype)
+            kernel(*inputs, out, **attrs)
+            return out
+        return run_dynamic
+    size = int(np.prod(shape, dtype=np.int64))
     if (isinstance(kernel, elementwise.Elementwise) and size < PARALLEL_THRESHOLD and not attrs
             and all(in_contiguous) and all(s == shape for s in in_shapes)):
         contiguous = kernel.contiguous

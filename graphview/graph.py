@@ -184,6 +184,44 @@ class Graph:
         self._values[full] = array
         return variable
 
+    # --- views and in-place ops (views engineer; ADR 0008, 0009) -------------------
+
+    def create_view(self, x, *descriptors, name=None):
+        """The view of x selected by INT64 index descriptors (gv.point, gv.interval, gv.all, gv.new_axis)."""
+        from graphview.ops.view import create_view
+        return self._own(create_view, x)(x, *descriptors, name=name)
+
+    def assign_(self, view, value, name=None):
+        """The view's base after ``view[...] = value``, written in place when the plan allows."""
+        return self._inplace("assign_", view, value, name)
+
+    def add_(self, view, value, name=None):
+        """The view's base after ``view += value``."""
+        return self._inplace("add_", view, value, name)
+
+    def sub_(self, view, value, name=None):
+        """The view's base after ``view -= value``."""
+        return self._inplace("sub_", view, value, name)
+
+    def mul_(self, view, value, name=None):
+        """The view's base after ``view *= value``."""
+        return self._inplace("mul_", view, value, name)
+
+    def div_(self, view, value, name=None):
+        """The view's base after ``view /= value``."""
+        return self._inplace("div_", view, value, name)
+
+    def _inplace(self, op, view, value, name):
+        from graphview.ops.inplace import apply
+        return self._own(apply, view)(op, view, value, name)
+
+    def _own(self, function, x):
+        if isinstance(x, Variable) and x.graph is not self:
+            raise GraphviewError(f"variable {x.name!r} belongs to graph {x.graph.name!r}, not {self.name!r}")
+        return function
+
+    # --- end of views and in-place ops ---------------------------------------------
+
     # --- losses ----------------------------------------------------------------
 
     def set_loss(self, *losses):

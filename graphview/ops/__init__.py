@@ -1,2 +1,3 @@
 """Built-in ops, one file per family; importing this package registers them all."""
 from graphview.ops import math, reduce, nn, linalg, shape, loss, random  # noqa: F401
+from graphview.ops import view, inplace  # noqa: F401,E402  (views engineer: ADR 0008, 0009)

@@ -126,17 +126,75 @@ def _samples(dtype_list):
     return samples
 
 
-def _inplace_op(name, write, numpy_update, accepts, doc):
+# --- gradients: each in-place op differentiates as the functional scatter it denotes ---------
+
+def _view_of(x, chain, dynamic):
+    """x seen through the chain of create_views (the same region the op wrote)."""
+    from graphview.ops.view import _create_view
+    dynamic = list(dynamic)
+    for entries in chain:
+        count = count_dynamic(entries)
+        x = _create_view(x, *dynamic[:count], descriptors=entries)
+        dynamic = dynamic[count:]
+    return x
+
+
+def _reduce_to(grad, like):
+    from graphview.ops.shape import reduce_to
+    return reduce_to(grad, like)
+
+
+def _math(name):
+    from graphview.ops import math
+    return getattr(math, name)
+
+
+def _assign_vjp(grad, out, base, value, *dynamic, chain):
+    zero = grad.graph.constant_like(0.0 if dtypes.is_float(grad.dtype) else 0, grad.dtype)
+    return (_assign_(grad, zero, *dynamic, chain=chain),
+            _reduce_to(_view_of(grad, chain, dynamic), value)) + (None,) * len(dynamic)
+
+
+def _add_vjp(grad, out, base, value, *dynamic, chain):
+    return (grad, _reduce_to(_view_of(grad, chain, dynamic), value)) + (None,) * len(dynamic)
+
+
+def _sub_vjp(grad, out, base, value, *dynamic, chain):
+    return (grad, _reduce_to(_math("neg")(_view_of(grad, chain, dynamic)), value)) + (None,) * len(dynamic)
+
+
+def _mul_vjp(grad, out, base, value, *dynamic, chain):
+    mul = _math("mul")
+    return (_mul_(grad, value, *dynamic, chain=chain),
+            _reduce_to(mul(_view_of(grad, chain, dynamic), _view_of(base, chain, dynamic)), value)) \
+        + (None,) * len(dynamic)
+
+
+def _div_vjp(grad, out, base, value, *dynamic, chain):
+    m = _math
+    # d(b / v)/dv = -b / v**2 = -(b / v) / v, and b / v is the written region of out.
+    region = m("div")(_view_of(out, chain, dynamic), value)
+    return (_div_(grad, value, *dynamic, chain=chain),
+            _reduce_to(m("neg")(m("mul")(_view_of(grad, chain, dynamic), region)), value)) + (None,) * len(dynamic)
+
+
+def _inplace_op(name, write, numpy_update, accepts, doc, vjp):
     return defop(name, shape=_shape, kernel=_runner(write), inplace=(0,), accepts=accepts, promote_inputs=(0,),
+                 vjp=vjp,
                  samples=_samples([d for d in (np.float64, np.float32, np.int64) if np.dtype(d) in accepts]),
                  reference=_reference(numpy_update), family="inplace", doc=doc)
 
 
-_assign_ = _inplace_op("assign_", _assign, _set, dtypes.ALL, "The base of the view after view[...] = value.")
-_add_ = _inplace_op("add_", _update(elementwise.add), _iadd, dtypes.NUMERIC, "The base of the view after view += value.")
-_sub_ = _inplace_op("sub_", _update(elementwise.sub), _isub, dtypes.NUMERIC, "The base of the view after view -= value.")
-_mul_ = _inplace_op("mul_", _update(elementwise.mul), _imul, dtypes.NUMERIC, "The base of the view after view *= value.")
-_div_ = _inplace_op("div_", _update(elementwise.div), _idiv, dtypes.FLOATS, "The base of the view after view /= value.")
+_assign_ = _inplace_op("assign_", _assign, _set, dtypes.ALL, "The base of the view after view[...] = value.",
+                       _assign_vjp)
+_add_ = _inplace_op("add_", _update(elementwise.add), _iadd, dtypes.NUMERIC,
+                    "The base of the view after view += value.", _add_vjp)
+_sub_ = _inplace_op("sub_", _update(elementwise.sub), _isub, dtypes.NUMERIC,
+                    "The base of the view after view -= value.", _sub_vjp)
+_mul_ = _inplace_op("mul_", _update(elementwise.mul), _imul, dtypes.NUMERIC,
+                    "The base of the view after view *= value.", _mul_vjp)
+_div_ = _inplace_op("div_", _update(elementwise.div), _idiv, dtypes.FLOATS,
+                    "The base of the view after view /= value.", _div_vjp)
 
 OPS = {"assign_": _assign_, "add_": _add_, "sub_": _sub_, "mul_": _mul_, "div_": _div_}
 

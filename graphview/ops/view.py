@@ -173,13 +173,58 @@ def _create_view_reference(x, *arrays, descriptors):
     return x[tuple(key) + (Ellipsis,)]
 
 
+def _create_view_vjp(grad, out, x, *dynamic, descriptors):
+    # The gradient of a view is the incoming gradient scattered into zeros of x's
+    # shape (SameDiff re-viewed the gradient instead, which is wrong).
+    return (scatter_view(grad, x, *dynamic, descriptors=descriptors),) + (None,) * len(dynamic)
+
+
 _create_view = defop(
     "create_view",
     shape=lambda x, *dynamic, descriptors: view_shape(x, descriptors, dynamic),
     kernel=lambda x, *dynamic, descriptors: apply_view(x, descriptors, dynamic),
-    view=True, accepts=dtypes.ALL, promote_inputs=(0,), samples=_create_view_samples,
+    vjp=_create_view_vjp, view=True, accepts=dtypes.ALL, promote_inputs=(0,), samples=_create_view_samples,
     reference=_create_view_reference, family="shape",
     doc="The view of x selected by INT64 index descriptors (point, interval, all, new axis); never a copy.")
+
+
+def _scatter_view_kernel(values, like, *rest, descriptors):
+    *arrays, out = rest
+    kernels.fill(out.reshape(-1), out.dtype.type(0))
+    region = apply_view(out, descriptors, arrays)
+    copy_kernel(np.broadcast_to(values, region.shape), region)
+
+
+def _scatter_view_samples():
+    r = np.random.default_rng(14)
+    entries = ((0, 1, 1, 1, 1), (1, 2, 1, 0, 6, 2, 0))
+    return [Sample((r.random(3), np.zeros((4, 6))), {"descriptors": entries}, label="row", constant_inputs=(1,)),
+            Sample((r.random((4, 1, 2)).astype(np.float32), transposed(np.zeros((4, 2), np.float32))),
+                   {"descriptors": ((1, 2, 1, -1, 0, -1, 1), (3, 1, 10, 1))}, label="reversed new axis float32",
+                   constant_inputs=(1,)),
+            Sample((r.random(6), np.zeros((4, 6)), np.array([0, 1, 1, -1, 1])),
+                   {"descriptors": ((DYNAMIC, indexing.POINT),)}, label="dynamic point", constant_inputs=(1, 2))]
+
+
+def _scatter_view_reference(values, like, *arrays, descriptors):
+    out = np.zeros(like.shape, values.dtype)
+    _create_view_reference(out, *arrays, descriptors=descriptors)[...] = values
+    return out
+
+
+def _scatter_view_shape(values, like, *dynamic, descriptors):
+    region = view_shape(like, descriptors, dynamic)
+    if len(values) != len(region) or any(a is not None and b is not None and a != b for a, b in zip(values, region)):
+        raise ShapeError(f"values of shape {format_shape(values)} do not fill the view of shape {format_shape(region)}")
+    return like
+
+
+scatter_view = defop(
+    "scatter_view", shape=_scatter_view_shape, kernel=_scatter_view_kernel,
+    vjp=lambda grad, out, values, like, *dynamic, descriptors:
+        (_create_view(grad, *dynamic, descriptors=descriptors), None) + (None,) * len(dynamic),
+    promote_inputs=(0,), accepts=dtypes.NUMERIC, samples=_scatter_view_samples, reference=_scatter_view_reference,
+    family="shape", doc="Zeros of like's shape with values written into the view the descriptors select.")
 
 
 @public("shape")

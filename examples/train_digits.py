@@ -1,0 +1,81 @@
+"""Train an MLP on scikit-learn's bundled digits data set (8x8 images, 10 classes; no download).
+
+    python examples/train_digits.py [--epochs 20] [--plot loss.png] [--checkpoints DIR]
+
+Needs the ``examples`` extra (scikit-learn): ``pip install 'graphview[examples]'``.
+Reaches about 97-98% test accuracy in a few seconds.
+"""
+import argparse
+import sys
+import time
+
+import numpy as np
+
+import graphview as gv
+
+
+def load_digits_split(seed=0):
+    try:
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+    except ImportError:
+        sys.exit("this example needs scikit-learn: pip install 'graphview[examples]'")
+    x, y = load_digits(return_X_y=True)
+    return train_test_split(x, y.astype(np.int64), test_size=0.2, random_state=seed, stratify=y)
+
+
+def build_mlp(features=64, hidden=128, classes=10, seed=0, dtype="float64"):
+    """x -> relu(x @ w1 + b1) @ w2 + b2 = logits; loss = softmax cross-entropy."""
+    rng = np.random.default_rng(seed)
+    g = gv.Graph("digits-mlp")
+    x = g.placeholder("x", (None, features), dtype)
+    y = g.placeholder("y", (None,), "int64")
+    with g.name_scope("hidden"):
+        w1 = g.var("w", rng.normal(0.0, np.sqrt(2.0 / features), (features, hidden)).astype(dtype))
+        b1 = g.var("b", np.zeros(hidden, dtype))
+    with g.name_scope("output"):
+        w2 = g.var("w", rng.normal(0.0, np.sqrt(1.0 / hidden), (hidden, classes)).astype(dtype))
+        b2 = g.var("b", np.zeros(classes, dtype))
+    logits = g.math.add(g.nn.relu(x @ w1 + b1) @ w2, b2, name="logits")
+    g.set_loss(g.loss.softmax_cross_entropy(logits, y, name="loss"))
+    return g
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--plot", help="write the loss curves to this PNG (needs matplotlib)")
+    parser.add_argument("--checkpoints", help="save a graph file here every 5 epochs")
+    args = parser.parse_args(argv)
+
+    start = time.perf_counter()
+    x_train, x_test, y_train, y_test = load_digits_split()
+    train = gv.data.ArrayDataSet({"x": x_train}, {"y": y_train})
+    test = gv.data.ArrayDataSet({"x": x_test}, {"y": y_test})
+    # One Normalize instance: it learns the pixel statistics on the training pass and reuses them on test data.
+    normalize = gv.data.Normalize("x")
+    train_batches = train >> gv.data.Shuffle(seed=0) >> normalize >> gv.data.Batch(64)
+    test_batches = test >> normalize >> gv.data.Batch(256)
+
+    g = build_mlp()
+    schedule = gv.training.CosineDecay(3e-3, total=args.epochs, minimum=3e-4, unit="epoch")
+    config = gv.TrainingConfig(updater=gv.AdamW(learning_rate=schedule, weight_decay=1e-4),
+                               feature_mapping=["x"], label_mapping=["y"], prediction="logits")
+    listeners = [gv.ScoreListener(every=10_000)]          # one line per epoch
+    if args.checkpoints:
+        listeners.append(gv.CheckpointListener(args.checkpoints, every=5))
+    history = g.fit(train_batches, epochs=args.epochs, config=config, listeners=listeners, validation=test_batches)
+
+    report = g.evaluate(test_batches, output="logits", label="y")
+    print()
+    print(report)
+    elapsed = time.perf_counter() - start
+    print(f"\ntest accuracy {report.accuracy:.4f} after {len(history.epoch_losses)} epochs in {elapsed:.1f} s")
+    if args.plot:
+        print("loss curves written to", history.plot(args.plot))
+    return report.accuracy
+
+
+if __name__ == "__main__":
+    accuracy = main()
+    sys.exit(0 if accuracy >= 0.95 else 1)

@@ -23,6 +23,7 @@ from graphview.errors import IndexDescriptorError
 
 POINT, INTERVAL, ALL, NEW_AXIS = 0, 1, 2, 3
 NAMES = {POINT: "point", INTERVAL: "interval", ALL: "all", NEW_AXIS: "new axis"}
+_ARTICLES = {POINT: "a point", INTERVAL: "an interval", ALL: "an all", NEW_AXIS: "a new axis"}
 
 _INT64 = np.dtype(np.int64)
 _LOW, _HIGH = -(1 << 63), (1 << 63) - 1
@@ -115,16 +116,16 @@ def decode(array, position=None):
     if kind not in NAMES:
         raise IndexDescriptorError(f"{where}: field 0 (type) is {kind}; it must be 0 (point), 1 (interval), "
                                    "2 (all) or 3 (new axis)")
-    name = NAMES[kind]
+    name = _ARTICLES[kind]
     layouts = [layout for layout in _LAYOUTS[kind] if layout[0] == len(values)]
     if not layouts:
         lengths = " or ".join(str(layout[0]) for layout in _LAYOUTS[kind])
-        raise IndexDescriptorError(f"{where}: a {name} descriptor has {lengths} fields, this one has {len(values)}")
+        raise IndexDescriptorError(f"{where}: {name} descriptor has {lengths} fields, this one has {len(values)}")
     length, count, header = layouts[0]
     if values[1] != count:
-        raise IndexDescriptorError(f"{where}: field 1 (count) of a {name} is {values[1]}; it must be {count}")
+        raise IndexDescriptorError(f"{where}: field 1 (count) of {name} is {values[1]}; it must be {count}")
     if values[2] != header:
-        raise IndexDescriptorError(f"{where}: field 2 (header stride) of a {name} is {values[2]}; it must be {header}")
+        raise IndexDescriptorError(f"{where}: field 2 (header stride) of {name} is {values[2]}; it must be {header}")
     if values[-1] not in (0, 1):
         raise IndexDescriptorError(f"{where}: field {length - 1} (inclusive) is {values[-1]}; it must be 0 or 1")
     if kind == POINT:

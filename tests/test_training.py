@@ -235,3 +235,16 @@ def test_fit_errors():
     no_loss.var("w", np.ones(2))
     with pytest.raises(gv.GraphviewError, match="has no loss; call g.set_loss"):
         no_loss.fit(train_set(), epochs=1, config=config())
+
+
+def test_train_digits_example_reaches_95_percent(tmp_path, capsys):
+    pytest.importorskip("sklearn")
+    import importlib.util
+    path = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "train_digits.py")
+    spec = importlib.util.spec_from_file_location("train_digits", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    accuracy = module.main(["--epochs", "20", "--checkpoints", str(tmp_path)])
+    assert accuracy >= 0.95
+    assert "confusion matrix" in capsys.readouterr().out
+    assert sorted(os.listdir(tmp_path))[0] == "checkpoint-epoch0005.gvz"

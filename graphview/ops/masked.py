@@ -1,0 +1,497 @@
+"""Masked ops: reductions, softmax and losses that ignore padding past each sequence's length.
+
+An input x has a batch axis and a dynamic (time) axis whose valid extent per
+batch entry is ``lengths[b]``; entries at t >= lengths[b] are padding and never
+read. These ops are used directly (``g.math.masked_sum(x, lengths, axis=...)``)
+or, far more often, implicitly: when a graph knows the lengths of a dim (a
+placeholder declared with ``lengths=``), ``sum``, ``mean``, ``max``, ``min``,
+``logsumexp``, ``softmax``, ``log_softmax``, ``softmax_cross_entropy`` and
+``mean_squared_error`` over that dim are built as their masked versions
+(see :func:`redirect`). Inside ``with gv.unmasked():`` they are not.
+
+Over no valid element, sum gives 0, mean NaN, max -inf, min +inf, logsumexp -inf.
+Masked ops compute in floating point: integer inputs are cast to float64.
+"""
+import numpy as np
+
+from graphview import dtypes
+from graphview.dims import DimError, batch_dim
+from graphview.errors import ExecutionError, ShapeError
+from graphview.layouts import table
+from graphview.registry import defop, public
+from graphview.shapes import format_shape, normalize_axes, normalize_axis
+from graphview.testing import Sample, transposed
+from kernels import masked as kernels
+from kernels.elementwise import copy as copy_kernel
+
+MODES = {"masked_sum": kernels.SUM, "masked_mean": kernels.MEAN, "masked_max": kernels.MAX,
+         "masked_min": kernels.MIN, "masked_logsumexp": kernels.LOGSUMEXP, "masked_count": kernels.COUNT}
+
+
+# --- launch helpers -----------------------------------------------------------------------
+
+def _check_axes(x, lengths, batch_axis, time_axis):
+    rank = len(x)
+    b, t = normalize_axis(batch_axis, rank), normalize_axis(time_axis, rank)
+    if b == t:
+        raise ShapeError(f"the batch axis and the time axis are both axis {b}")
+    if len(lengths) != 1:
+        raise ShapeError(f"lengths must be 1-D (one length per batch entry), not {format_shape(lengths)}")
+    if None not in (lengths[0], x[b]) and lengths[0] != x[b]:
+        raise ShapeError(f"{lengths[0]} lengths for a batch axis of size {x[b]} (input {format_shape(x)})")
+    return b, t
+
+
+def _lengths_dtype(lengths):
+    if not dtypes.is_integer(lengths):
+        raise dtypes.DTypeError(f"lengths have dtype {lengths.name}; they must be int32 or int64")
+
+
+def checked_lengths(op, lengths, x, b, t):
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    bad = kernels.first_bad_length(lengths, x.shape[t])
+    if bad >= 0:
+        raise ExecutionError(f"{op}: length {int(lengths[bad])} of batch entry {bad} is outside [0, {x.shape[t]}], "
+                             f"the padded size of axis {t} (input shape {format_shape(x.shape)})")
+    return lengths
+
+
+def canonical(x, b, t, last=()):
+    """x moved to (b, t, other axes..., ``last`` axes...) and made C-contiguous."""
+    other = [a for a in range(x.ndim) if a not in (b, t) and a not in last]
+    order = [b, t] + other + list(last)
+    moved = x.transpose(order)
+    if not moved.flags.c_contiguous:
+        copy = np.empty(moved.shape, x.dtype)
+        copy_kernel(moved, copy)
+        moved = copy
+    return moved, order
+
+
+def place(result, order, out, kept):
+    """Write ``result`` (axes in ``order``) into ``out`` (the axes ``kept``, in their original order)."""
+    arranged = result.transpose([order.index(a) for a in kept])
+    copy_kernel(arranged, out)
+
+
+# --- reductions ---------------------------------------------------------------------------
+
+def _reduce_shape(x, lengths, axis=None, keepdims=False, batch_axis=0, time_axis=1):
+    from graphview.ops.reduce import reduced_shape
+    _check_axes(x, lengths, batch_axis, time_axis)
+    return reduced_shape(x, axis, keepdims)
+
+
+def _reduce_dtype(x, lengths, **attrs):
+    _lengths_dtype(lengths)
+    return x
+
+
+def _reduce_kernel(op):
+    def launch(x, lengths, out, axis=None, keepdims=False, batch_axis=0, time_axis=1):
+        b, t = batch_axis % x.ndim, time_axis % x.ndim
+        lengths = checked_lengths(op, lengths, x, b, t)
+        axes = normalize_axes(axis, x.ndim)
+        reduced = [a for a in range(x.ndim) if a in axes and a not in (b, t)]
+        moved, order = canonical(x, b, t, reduced)
+        kept_other = [a for a in order[2:] if a not in reduced]
+        inner = int(np.prod([x.shape[a] for a in kept_other], dtype=np.int64))
+        size = int(np.prod([x.shape[a] for a in reduced], dtype=np.int64))
+        x4 = moved.reshape(x.shape[b], x.shape[t], inner, size)
+        rb, rt = b in axes, t in axes
+        result = np.empty((1 if rb else x.shape[b], 1 if rt else x.shape[t], inner), out.dtype)
+        kernels.masked_reduce(x4, lengths, result, MODES[op], rb, rt)
+        kept_order = ([] if rb else [b]) + ([] if rt else [t]) + kept_other
+        kept = [a for a in range(x.ndim) if a not in axes]
+        place(result.reshape([x.shape[a] for a in kept_order]), kept_order,
+              out.reshape([x.shape[a] for a in kept]), kept)
+    return launch
+
+
+def mask_array(x, lengths, batch_axis, time_axis):
+    """NumPy reference: the bool mask of valid entries, broadcast to x's shape."""
+    b, t = batch_axis % x.ndim, time_axis % x.ndim
+    valid = np.arange(x.shape[t])[None, :] < np.asarray(lengths)[:, None]
+    shape = [1] * x.ndim
+    shape[b], shape[t] = x.shape[b], x.shape[t]
+    return np.broadcast_to((valid if b < t else valid.T).reshape(shape), x.shape)
+
+
+def _reduce_reference(op):
+    def reference(x, lengths, axis=None, keepdims=False, batch_axis=0, time_axis=1):
+        mask = mask_array(x, lengths, batch_axis, time_axis)
+        values = x.astype(np.float64)
+        count = np.sum(mask, axis=axis, keepdims=keepdims).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if op in ("masked_sum", "masked_mean"):
+                result = np.sum(np.where(mask, values, 0.0), axis=axis, keepdims=keepdims)
+                result = result / count if op == "masked_mean" else result
+            elif op == "masked_count":
+                result = count
+            elif op == "masked_max":
+                result = np.max(np.where(mask, values, -np.inf), axis=axis, keepdims=keepdims)
+            elif op == "masked_min":
+                result = np.min(np.where(mask, values, np.inf), axis=axis, keepdims=keepdims)
+            else:
+                top = np.max(np.where(mask, values, -np.inf), axis=axis, keepdims=True)
+                safe = np.where(np.isfinite(top), top, 0.0)
+                total = np.sum(np.where(mask, np.exp(values - safe), 0.0), axis=axis, keepdims=True)
+                result = np.where(np.isfinite(top), np.log(total) + safe, top)
+                if not keepdims:
+                    result = result.reshape(np.sum(mask, axis=axis, keepdims=False).shape)
+        return np.asarray(result, dtype=x.dtype)
+    return reference
+
+
+def _reduce_samples(positive=False, zero_lengths=True):
+    def samples():
+        r = np.random.default_rng(90)
+        result = []
+        for dtype in (np.float64, np.float32):
+            name = np.dtype(dtype).name
+            x = r.uniform(0.5 if positive else -2.0, 2.0, size=(3, 5, 2)).astype(dtype)
+            x[0, 4:] = x[1, 2:] = x[2, 1:] = np.nan   # padding must never be read
+            lengths = np.array([4, 2, 1])
+            for axis in (1, (1, 2), None, 0, 2, (0, 1)):
+                result.append(Sample((x, lengths), {"axis": axis}, label=f"axis={axis} {name}", constant_inputs=(1,)))
+            result.append(Sample((x, lengths), {"axis": 1, "keepdims": True}, label=f"keepdims {name}",
+                                 constant_inputs=(1,)))
+        tbf = r.normal(size=(5, 3, 2))
+        result.append(Sample((tbf, np.array([5, 3, 1], np.int32)), {"axis": 0, "batch_axis": 1, "time_axis": 0},
+                             label="time-major, int32 lengths", constant_inputs=(1,)))
+        result.append(Sample((transposed(r.normal(size=(4, 3))), np.array([4, 2, 3])), {"axis": 1, "batch_axis": 1,
+                             "time_axis": 0}, label="transposed", constant_inputs=(1,)))
+        if zero_lengths:
+            result.append(Sample((r.normal(size=(2, 3)), np.array([0, 3])), {"axis": 1}, label="an empty entry",
+                                 constant_inputs=(1,), gradcheck=False))
+        return result
+    return samples
+
+
+def _sum_vjp(g, out, x, lengths, axis=None, keepdims=False, batch_axis=0, time_axis=1):
+    from graphview.ops.math import where
+    from graphview.ops.reduce import _expand_back
+    return (where(sequence_mask(lengths, x, batch_axis=batch_axis, time_axis=time_axis),
+                  _expand_back(g, x, axis, keepdims), 0.0), None)
+
+
+def _mean_vjp(g, out, x, lengths, axis=None, keepdims=False, batch_axis=0, time_axis=1):
+    from graphview.ops.math import div
+    count = masked_count(x, lengths, axis=axis, keepdims=keepdims, batch_axis=batch_axis, time_axis=time_axis)
+    return _sum_vjp(div(g, count), out, x, lengths, axis, keepdims, batch_axis, time_axis)
+
+
+def _extreme_vjp(g, out, x, lengths, axis=None, keepdims=False, batch_axis=0, time_axis=1):
+    from graphview.ops.math import cast, div, eq, mul
+    from graphview.ops.reduce import _expand_back
+    hits = cast(eq(x, _expand_back(out, x, axis, keepdims)), x.dtype)
+    ties = masked_sum(hits, lengths, axis=axis, keepdims=keepdims, batch_axis=batch_axis, time_axis=time_axis)
+    spread = _sum_vjp(div(g, ties), out, x, lengths, axis, keepdims, batch_axis, time_axis)[0]
+    return (mul(hits, spread), None)
+
+
+def _logsumexp_vjp(g, out, x, lengths, axis=None, keepdims=False, batch_axis=0, time_axis=1):
+    from graphview.ops.math import exp, mul, sub, where
+    from graphview.ops.reduce import _expand_back
+    mask = sequence_mask(lengths, x, batch_axis=batch_axis, time_axis=time_axis)
+    weights = exp(sub(where(mask, x, 0.0), _expand_back(out, x, axis, keepdims)))
+    return (where(mask, mul(_expand_back(g, x, axis, keepdims), weights), 0.0), None)
+
+
+def _declare_reduction(op, vjp, doc, positive=False):
+    return defop(op, shape=_reduce_shape, dtype=_reduce_dtype, kernel=_reduce_kernel(op), vjp=vjp,
+                 differentiable=vjp is not None, promote="float", promote_inputs=(0,), accepts=dtypes.NUMERIC,
+                 samples=_reduce_samples(positive), reference=_reduce_reference(op), family="masked", doc=doc)
+
+
+masked_sum = _declare_reduction("masked_sum", _sum_vjp, "Sum over axis of the entries before each sequence's length.")
+masked_mean = _declare_reduction("masked_mean", _mean_vjp, "Mean over axis of the entries before each length.")
+masked_max = _declare_reduction("masked_max", _extreme_vjp, "Maximum over axis of the entries before each length.")
+masked_min = _declare_reduction("masked_min", _extreme_vjp, "Minimum over axis of the entries before each length.")
+masked_logsumexp = _declare_reduction("masked_logsumexp", _logsumexp_vjp,
+                                      "log(sum(exp(x))) over axis of the entries before each length.")
+masked_count = _declare_reduction("masked_count", None, "How many entries before each length each output sums.")
+
+
+# --- the mask itself ------------------------------------------------------------------------
+
+def _mask_shape(lengths, like, batch_axis=0, time_axis=1):
+    b, t = _check_axes(like, lengths, batch_axis, time_axis)
+    return tuple(like[i] if i in (b, t) else 1 for i in range(len(like)))
+
+
+def _mask_kernel(lengths, like, out, batch_axis=0, time_axis=1):
+    b, t = batch_axis % like.ndim, time_axis % like.ndim
+    lengths = checked_lengths("sequence_mask", lengths, like, b, t)
+    grid = np.empty((like.shape[b], like.shape[t]), np.bool_)
+    kernels.sequence_mask(lengths, grid)
+    copy_kernel((grid if b < t else grid.T).reshape(out.shape), out)
+
+
+def _mask_reference(lengths, like, batch_axis=0, time_axis=1):
+    full = mask_array(like, lengths, batch_axis, time_axis)
+    return np.ascontiguousarray(full[tuple(slice(None) if i in (batch_axis % like.ndim, time_axis % like.ndim)
+                                           else slice(0, 1) for i in range(like.ndim))])
+
+
+def _mask_samples():
+    return [Sample((np.array([3, 0, 2]), np.zeros((3, 4, 2))), label="batch-major", constant_inputs=(0, 1)),
+            Sample((np.array([1, 4], np.int32), np.zeros((2, 4, 3))), {"batch_axis": 2, "time_axis": 1},
+                   label="batch last, int32", constant_inputs=(0, 1))]
+
+
+_sequence_mask = defop("sequence_mask", shape=_mask_shape, kernel=_mask_kernel,
+                       dtype=lambda lengths, like, **attrs: (_lengths_dtype(lengths), dtypes.BOOL)[1],
+                       differentiable=False, accepts=dtypes.ALL, samples=_mask_samples, reference=_mask_reference,
+                       family="masked", doc="True where t < lengths[b]: like's shape with 1 on the other axes.")
+
+
+def sequence_mask(lengths, like, batch_axis=0, time_axis=1):
+    """The cached bool mask of ``like``'s valid entries (shape: like's, with 1 off the batch/time axes)."""
+    key = ("mask", lengths.name, like.name, batch_axis % len(like.shape), time_axis % len(like.shape))
+    entries = table.table(like.graph)
+    if key not in entries.cache:
+        entries.cache[key] = _sequence_mask(lengths, like, batch_axis=batch_axis, time_axis=time_axis).name
+    return like.graph[entries.cache[key]]
+
+
+# --- softmax over the dynamic axis -------------------------------------------------------------
+
+def _softmax_shape(x, lengths, batch_axis=0, time_axis=1):
+    _check_axes(x, lengths, batch_axis, time_axis)
+    return x
+
+
+def _softmax_kernel(log, op):
+    def launch(x, lengths, out, batch_axis=0, time_axis=1):
+        b, t = batch_axis % x.ndim, time_axis % x.ndim
+        lengths = checked_lengths(op, lengths, x, b, t)
+        moved, order = canonical(x, b, t)
+        x3 = moved.reshape(x.shape[b], x.shape[t], int(np.prod(moved.shape[2:], dtype=np.int64)))
+        result = np.empty(x3.shape, out.dtype)
+        kernels.masked_softmax(x3, lengths, result, log)
+        place(result.reshape(moved.shape), order, out, list(range(x.ndim)))
+    return launch
+
+
+def _softmax_reference(log):
+    def reference(x, lengths, batch_axis=0, time_axis=1):
+        mask = mask_array(x, lengths, batch_axis, time_axis)
+        t = time_axis % x.ndim
+        values = np.where(mask, x.astype(np.float64), -np.inf)
+        top = np.max(values, axis=t, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0)
+        total = np.sum(np.where(mask, np.exp(values - top), 0.0), axis=t, keepdims=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            result = values - top - np.log(total) if log else np.exp(values - top) / total
+        return np.where(mask, result, 0.0).astype(x.dtype)
+    return reference
+
+
+def _softmax_samples():
+    r = np.random.default_rng(91)
+    x = r.normal(size=(3, 5, 2))
+    x[0, 4:] = x[1, 2:] = np.nan
+    return [Sample((x, np.array([4, 2, 5])), label="batch-major", constant_inputs=(1,)),
+            Sample((x.astype(np.float32), np.array([4, 2, 5])), label="float32", constant_inputs=(1,)),
+            Sample((r.normal(size=(4, 3)), np.array([4, 1, 2], np.int32)), {"batch_axis": 1, "time_axis": 0},
+                   label="time-major, int32 lengths", constant_inputs=(1,)),
+            Sample((transposed(r.normal(size=(2, 3))), np.array([0, 2])), label="transposed, empty entry",
+                   constant_inputs=(1,))]
+
+
+def _softmax_vjp(g, out, x, lengths, batch_axis=0, time_axis=1):
+    from graphview.ops.math import mul, sub
+    total = masked_sum(mul(g, out), lengths, axis=time_axis, keepdims=True, batch_axis=batch_axis,
+                       time_axis=time_axis)
+    return (mul(out, sub(g, total)), None)
+
+
+def _log_softmax_vjp(g, out, x, lengths, batch_axis=0, time_axis=1):
+    from graphview.ops.math import exp, mul, sub, where
+    mask = sequence_mask(lengths, x, batch_axis=batch_axis, time_axis=time_axis)
+    total = masked_sum(g, lengths, axis=time_axis, keepdims=True, batch_axis=batch_axis, time_axis=time_axis)
+    return (where(mask, sub(g, mul(exp(out), total)), 0.0), None)
+
+
+def _declare_softmax(op, log, vjp, doc):
+    return defop(op, shape=_softmax_shape, dtype=_reduce_dtype, kernel=_softmax_kernel(log, op), vjp=vjp,
+                 promote="float", promote_inputs=(0,), accepts=dtypes.NUMERIC, samples=_softmax_samples,
+                 reference=_softmax_reference(log), family="masked", doc=doc)
+
+
+masked_softmax = _declare_softmax("masked_softmax", False, _softmax_vjp,
+                                  "Softmax along the time axis over t < lengths[b]; 0 at padding.")
+masked_log_softmax = _declare_softmax("masked_log_softmax", True, _log_softmax_vjp,
+                                      "Log-softmax along the time axis over t < lengths[b]; 0 at padding.")
+
+
+# --- softmax cross-entropy over padded sequences ------------------------------------------------
+
+def _entropy_shape(logits, labels, lengths, batch_axis=0, time_axis=1):
+    if len(logits) < 3:
+        raise ShapeError(f"logits {format_shape(logits)} need a batch, a time and a class axis")
+    b, t = _check_axes(logits[:-1], lengths, batch_axis, time_axis)
+    if len(labels) != len(logits) - 1 or any(x is not None and y is not None and x != y
+                                             for x, y in zip(labels, logits[:-1])):
+        raise ShapeError(f"labels {format_shape(labels)} must have the logits' shape {format_shape(logits)} "
+                         "without the class axis")
+    return ()
+
+
+def _entropy_dtype(logits, labels, lengths, **attrs):
+    dtypes.check_category("masked_softmax_cross_entropy", "labels", labels, dtypes.INTS)
+    _lengths_dtype(lengths)
+    return logits
+
+
+def _entropy_run(op, logits, labels, lengths, batch_axis, time_axis, want_grad):
+    rank = logits.ndim
+    b, t = batch_axis % (rank - 1), time_axis % (rank - 1)
+    lengths = checked_lengths(op, lengths, labels, b, t)
+    moved, order = canonical(logits, b, t, (rank - 1,))
+    moved_labels, _ = canonical(labels, b, t)
+    classes = logits.shape[-1]
+    shape4 = (logits.shape[b], logits.shape[t], int(np.prod(moved.shape[2:-1], dtype=np.int64)), classes)
+    logits4, labels3 = moved.reshape(shape4), moved_labels.reshape(shape4[:3]).astype(np.int64)
+    bad = kernels.first_bad_label(classes, labels3, lengths)
+    if bad >= 0:
+        raise ExecutionError(f"{op}: label {int(labels3.reshape(-1)[bad])} is out of range for {classes} classes "
+                             f"(valid: 0..{classes - 1}); labels at padding are not checked")
+    loss = np.zeros(1, np.float64)
+    grad = np.empty(logits4.shape if want_grad else (0, 0, 0, 0), np.float64)
+    kernels.masked_cross_entropy(logits4, labels3, lengths, loss, grad, want_grad)
+    return loss, grad.reshape(moved.shape) if want_grad else None, order
+
+
+def _entropy_kernel(logits, labels, lengths, out, batch_axis=0, time_axis=1):
+    loss, _, _ = _entropy_run("masked_softmax_cross_entropy", logits, labels, lengths, batch_axis, time_axis, False)
+    copy_kernel(loss.reshape(()).astype(out.dtype), out)
+
+
+def _entropy_grad_kernel(logits, labels, lengths, out, batch_axis=0, time_axis=1):
+    _, grad, order = _entropy_run("masked_cross_entropy_grad", logits, labels, lengths, batch_axis, time_axis, True)
+    place(grad, order, out, list(range(logits.ndim)))
+
+
+def _entropy_reference(logits, labels, lengths, batch_axis=0, time_axis=1, grad=False):
+    mask = mask_array(labels, lengths, batch_axis, time_axis)
+    values = logits.astype(np.float64)
+    shifted = values - values.max(axis=-1, keepdims=True)
+    log_probabilities = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    safe = np.where(mask, labels, 0).astype(np.int64)
+    picked = np.take_along_axis(log_probabilities, safe[..., None], axis=-1)[..., 0]
+    count = mask.sum()
+    if grad:
+        one_hot = np.zeros_like(values)
+        np.put_along_axis(one_hot, safe[..., None], 1.0, axis=-1)
+        return np.where(mask[..., None], (np.exp(log_probabilities) - one_hot) / count, 0.0).astype(logits.dtype)
+    return np.asarray(-np.sum(np.where(mask, picked, 0.0)) / count if count else np.nan, logits.dtype)
+
+
+def _entropy_samples():
+    r = np.random.default_rng(92)
+    labels = r.integers(0, 4, (3, 5))
+    labels[0, 3:] = labels[1, 1:] = -1          # padding labels are never read
+    return [Sample((r.normal(size=(3, 5, 4)), labels, np.array([3, 1, 5])), label="batch-major",
+                   constant_inputs=(1, 2)),
+            Sample((r.normal(size=(3, 5, 4)).astype(np.float32), labels, np.array([3, 1, 5])), label="float32",
+                   constant_inputs=(1, 2)),
+            Sample((r.normal(size=(5, 3, 2, 4)), r.integers(0, 4, (5, 3, 2)).astype(np.int32), np.array([5, 2, 4])),
+                   {"batch_axis": 1, "time_axis": 0}, label="time-major, extra axis", constant_inputs=(1, 2))]
+
+
+def _entropy_vjp(g, out, logits, labels, lengths, batch_axis=0, time_axis=1):
+    from graphview.ops.math import mul
+    return (mul(_entropy_grad(logits, labels, lengths, batch_axis=batch_axis, time_axis=time_axis), g), None, None)
+
+
+masked_softmax_cross_entropy = defop(
+    "masked_softmax_cross_entropy", shape=_entropy_shape, dtype=_entropy_dtype, kernel=_entropy_kernel,
+    vjp=_entropy_vjp, promote="float", promote_inputs=(0,), samples=_entropy_samples, reference=_entropy_reference,
+    family="masked", doc="Mean over valid (t < lengths[b]) positions of -log softmax(logits)[label].")
+_entropy_grad = defop(
+    "masked_cross_entropy_grad", shape=lambda logits, labels, lengths, **attrs: (
+        _entropy_shape(logits, labels, lengths, **attrs), logits)[1],
+    dtype=_entropy_dtype, kernel=_entropy_grad_kernel, differentiable=False, promote="float", promote_inputs=(0,),
+    samples=_entropy_samples, reference=lambda *arrays, **attrs: _entropy_reference(*arrays, **attrs, grad=True),
+    family="masked", doc="The gradient of masked_softmax_cross_entropy with respect to the logits.")
+
+
+# --- public functions -----------------------------------------------------------------------------
+
+def _public_reduction(op):
+    def reduction(x, lengths, axis=None, keepdims=False, *, batch_axis=0, time_axis=1, name=None):
+        return op(x, lengths, name=name, axis=axis, keepdims=bool(keepdims), batch_axis=batch_axis,
+                  time_axis=time_axis)
+    reduction.__name__ = op.__name__
+    reduction.__doc__ = op.__doc__
+    return public("math", op.__name__)(reduction)
+
+
+for _op in (masked_sum, masked_mean, masked_max, masked_min, masked_logsumexp):
+    _public_reduction(_op)
+
+
+@public("nn", "masked_softmax")
+def _public_softmax(x, lengths, *, batch_axis=0, time_axis=1, name=None):
+    """Softmax along the time axis over t < lengths[b]; 0 at padding."""
+    return masked_softmax(x, lengths, name=name, batch_axis=batch_axis, time_axis=time_axis)
+
+
+@public("nn", "masked_log_softmax")
+def _public_log_softmax(x, lengths, *, batch_axis=0, time_axis=1, name=None):
+    """Log-softmax along the time axis over t < lengths[b]; 0 at padding."""
+    return masked_log_softmax(x, lengths, name=name, batch_axis=batch_axis, time_axis=time_axis)
+
+
+@public("loss", "masked_softmax_cross_entropy")
+def _public_entropy(logits, labels, lengths, *, batch_axis=0, time_axis=1, name=None):
+    """Mean over valid positions of -log softmax(logits)[label]; padding labels are never read."""
+    return masked_softmax_cross_entropy(logits, labels, lengths, name=name, batch_axis=batch_axis,
+                                        time_axis=time_axis)
+
+
+# --- redirection: plain ops over a dim with lengths become masked ops ----------------------------
+
+REDUCTIONS = {"sum": masked_sum, "mean": masked_mean, "max": masked_max, "min": masked_min,
+              "logsumexp": masked_logsumexp}
+SOFTMAX = {"softmax": masked_softmax, "log_softmax": masked_log_softmax}
+MASKABLE = set(REDUCTIONS) | set(SOFTMAX) | {"softmax_cross_entropy", "mean_squared_error"}
+
+
+def redirect(op, variables, attrs, name):
+    """The masked version of ``op`` when it reduces over a dim with lengths, else None."""
+    if op not in MASKABLE or not variables:
+        return None
+    x = variables[0]
+    dynamic = table.dynamic_axes(x)
+    if not dynamic:
+        return None
+    rank = len(x.shape)
+    if op in REDUCTIONS:
+        axes = normalize_axes(attrs.get("axis"), rank)
+        hit = [entry for entry in dynamic if entry[0] in axes]
+    elif op in SOFTMAX:
+        hit = [entry for entry in dynamic if entry[0] == normalize_axis(attrs.get("axis", -1), rank)]
+    elif op == "softmax_cross_entropy":
+        hit = [entry for entry in dynamic if entry[0] < rank - 1]
+    else:
+        hit = dynamic
+    if not hit:
+        return None
+    if len(hit) > 1:
+        raise DimError(f"{op} over {x.name!r}: masking over two dynamic dims ({hit[0][1]!r}, {hit[1][1]!r}) is "
+                       "not supported; reduce one at a time, or build it inside gv.unmasked()")
+    time_axis, dim, lengths = hit[0]
+    batch_axis = table.axis_of(x, batch_dim, f"{op} over {dim!r} (masked by its lengths {lengths.name!r})")
+    common = dict(name=name, batch_axis=batch_axis, time_axis=time_axis)
+    if op in REDUCTIONS:
+        return REDUCTIONS[op](x, lengths, axis=attrs.get("axis"), keepdims=bool(attrs.get("keepdims", False)),
+                              **common)
+    if op in SOFTMAX:
+        return SOFTMAX[op](x, lengths, **common)
+    if op == "softmax_cross_entropy":
+        return masked_softmax_cross_entropy(x, variables[1], lengths, **common)
+    from graphview.ops.math import square, sub
+    return masked_mean(square(sub(x, variables[1])), lengths, axis=None, keepdims=False, **common)

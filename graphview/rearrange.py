@@ -1,0 +1,210 @@
+"""``gv.rearrange(x, "b h w c -> b (h w) c")``: einops-style patterns compiled to cached view plans.
+
+A pattern names every axis of x on the left and says on the right how the
+result is laid out. A parenthesised group on the left splits an axis (give the
+sizes as keywords, all but one may be inferred), a group on the right merges
+axes, ``1`` or ``()`` on the right adds an axis of size 1 and on the left drops
+one. The plan is: split, squeeze, permute, merge, expand. Permute, split,
+squeeze and expand are zero-copy views; a merge is a view when the data is
+contiguous at that point, otherwise a copy (``g.explain`` shows which).
+
+Every step is cached per (input, step) in the graph's dims table, so
+``rearrange`` twice, or a layout view and a pattern meaning the same, give the
+same variables. The layout views of :mod:`graphview.layouts.views` are compiled
+here too.
+"""
+import re
+
+from graphview import dims as dimmath
+from graphview.dims import Dim
+from graphview.errors import GraphviewError
+from graphview.layouts import table
+from graphview.registry import default_graph
+from graphview.variable import Kind
+
+_TOKEN = re.compile(r"\(|\)|[A-Za-z_][A-Za-z0-9_]*|1|\.\.\.|\S")
+
+
+class PatternError(GraphviewError, ValueError):
+    """A rearrange pattern that does not parse or does not fit the input."""
+
+
+def parse_side(text, pattern):
+    """A side of a pattern as a list of items: a name, ``"1"``, or a tuple of names (a group)."""
+    items, group = [], None
+    for token in _TOKEN.findall(text):
+        if token == "(":
+            if group is not None:
+                raise PatternError(f"rearrange {pattern!r}: groups cannot nest")
+            group = []
+        elif token == ")":
+            if group is None:
+                raise PatternError(f"rearrange {pattern!r}: ')' without '('")
+            items.append(tuple(group) if group else "1")
+            group = None
+        elif token == "1":
+            (group if group is not None else items).append("1")
+        elif token.isidentifier():
+            (group if group is not None else items).append(token)
+        else:
+            raise PatternError(f"rearrange {pattern!r}: unexpected {token!r} (ellipsis is not supported)")
+    if group is not None:
+        raise PatternError(f"rearrange {pattern!r}: '(' without ')'")
+    return items
+
+
+def _names(items):
+    result = []
+    for item in items:
+        if isinstance(item, tuple):
+            result.extend(n for n in item if n != "1")
+        elif item != "1":
+            result.append(item)
+    return result
+
+
+def rearrange(x, pattern, **sizes):
+    """x with its axes split, dropped, permuted, merged and added as ``pattern`` says (cached)."""
+    if not isinstance(pattern, str) or pattern.count("->") != 1:
+        raise PatternError(f"rearrange: the pattern must look like 'a b c -> c (a b)', not {pattern!r}")
+    left_text, right_text = pattern.split("->")
+    left, right = parse_side(left_text, pattern), parse_side(right_text, pattern)
+    if len(left) != len(x.shape):
+        raise PatternError(f"rearrange {pattern!r}: the left side names {len(left)} axes but {x.name!r} has "
+                           f"{len(x.shape)} (shape {x.shape})")
+    ins, outs = _names(left), _names(right)
+    for side, names in (("left", ins), ("right", outs)):
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise PatternError(f"rearrange {pattern!r}: {', '.join(repeated)} repeated on the {side} side")
+    if set(ins) != set(outs):
+        raise PatternError(f"rearrange {pattern!r}: names on one side only: {sorted(set(ins) ^ set(outs))}")
+    unknown = sorted(set(sizes) - set(ins))
+    if unknown:
+        raise PatternError(f"rearrange {pattern!r}: sizes given for {unknown}, which are not in the pattern")
+    key = ("rearrange", x.name, " ".join(map(str, left)) + " -> " + " ".join(map(str, right)),
+           tuple(sorted(sizes.items())))
+    entries = table.table(x.graph)
+    if key in entries.cache:
+        return x.graph[entries.cache[key]]
+    token = default_graph.set(x.graph)
+    try:
+        result = _compile(x, left, right, sizes, pattern)
+    finally:
+        default_graph.reset(token)
+    entries.cache[key] = result.name
+    return result
+
+
+def _compile(x, left, right, sizes, pattern):
+    current, dims = x, list(table.dims_of(x))
+    axes = []   # the elementary names, in the current order
+    # Splits and squeezes, from the last axis back so earlier positions stay valid.
+    plan = []
+    for position, item in enumerate(left):
+        if item == "1":
+            plan.append(("squeeze", position, None))
+        elif isinstance(item, tuple):
+            plan.append(("split", position, item))
+    for kind, position, item in reversed(plan):
+        if kind == "squeeze":
+            size = current.shape[position]
+            if size not in (1, None):
+                raise PatternError(f"rearrange {pattern!r}: axis {position} has size {size}, not 1")
+            current = step(current, "squeeze", dims[:position] + dims[position + 1:], axis=position)
+            del dims[position]
+        else:
+            current, new_dims = _split(current, dims, position, item, sizes, pattern)
+            dims[position:position + 1] = new_dims
+    for item in left:
+        if isinstance(item, tuple):
+            axes.extend(n for n in item if n != "1")
+        elif item != "1":
+            axes.append(item)
+    for name, size in sizes.items():
+        position = axes.index(name)
+        if current.shape[position] is not None and current.shape[position] != size:
+            raise PatternError(f"rearrange {pattern!r}: {name}={size} but that axis has size {current.shape[position]}")
+    order = _names(right)
+    perm = tuple(axes.index(n) for n in order)
+    if perm != tuple(range(len(perm))):
+        current = step(current, "permute", [dims[p] for p in perm], perm=perm)
+        dims = [dims[p] for p in perm]
+    # Merges and new axes, from the last item back.
+    spans, position = [], 0
+    for item in right:
+        width = len([n for n in item if n != "1"]) if isinstance(item, tuple) else (0 if item == "1" else 1)
+        spans.append((item, position, width))
+        position += width
+    for item, start, width in reversed(spans):
+        if width == 0:
+            current = step(current, "expand_dims", dims[:start] + [None] + dims[start:], axis=start)
+            dims.insert(start, None)
+        elif isinstance(item, tuple) and width > 1:
+            merged = dimmath.product(dims[start:start + width]) if None not in dims[start:start + width] else None
+            new_dims = dims[:start] + [merged] + dims[start + width:]
+            op = {True: "merge_axes", None: "merge_axes", False: "merge_axes_copy"}[contiguity(current)]
+            current = step(current, op, new_dims, start=start, stop=start + width)
+            dims = new_dims
+    return current
+
+
+def _split(current, dims, position, names, sizes, pattern):
+    names = [n for n in names if n != "1"]
+    given = [sizes.get(n, -1) for n in names]
+    size = current.shape[position]
+    source = dims[position]
+    found = dimmath.factors(source, len(names)) if source is not None else None
+    if found is not None:
+        given = [f.size if f.size is not None else g for f, g in zip(found, given)]
+    if given.count(-1) > 1:
+        raise PatternError(f"rearrange {pattern!r}: give the sizes of all but one of {names}")
+    if found is None:
+        found = [Dim(n, v) if v != -1 else None for n, v in zip(names, given)]
+        if None in found:
+            missing = found.index(None)
+            rest = [d for d in found if d is not None]
+            if source is not None and missing == 0:
+                found[0] = source // dimmath.product(rest)   # undone when source was merged so
+            else:
+                known = dimmath.product([d.size for d in rest]) if rest else 1
+                found[missing] = Dim(names[missing], None if size is None or not known else size // known)
+    return step(current, "split_axis", dims[:position] + list(found) + dims[position + 1:],
+                axis=position, sizes=tuple(given)), found
+
+
+def step(x, op, dims, **attrs):
+    """One cached view step: the same (input, op, attributes) always gives the same variable."""
+    from graphview.registry import op as registered
+    entries = table.table(x.graph)
+    key = ("step", x.name, op, tuple(sorted(attrs.items())))
+    if key in entries.cache:
+        return x.graph[entries.cache[key]]
+    result = registered(op)(x, **attrs)
+    table.set_dims(result, [d if d is None or d.size in (None, s) else None for d, s in zip(dims, result.shape)])
+    entries.cache[key] = result.name
+    return result
+
+
+_PRESERVING = {"merge_axes", "split_axis", "reshape", "squeeze", "expand_dims", "reshape_like"}
+
+
+def contiguity(x):
+    """True / False when ``x`` is known at build time to be C-contiguous or not; None when unknown.
+
+    Placeholders, variables and constants are taken to be fed C-contiguous.
+    """
+    node = x.node
+    if node.kind is not Kind.ARRAY:
+        return True
+    from graphview.registry import get
+    definition = get(node.op)
+    if not definition.view:
+        return True
+    source = x.graph[node.inputs[0]]
+    if node.op in _PRESERVING:
+        return contiguity(source)
+    if node.op == "permute":
+        perm = node.attributes.get("perm")
+        return contiguity(source) if perm is not None and perm == tuple(range(len(perm))) else False
+    return None

@@ -10,21 +10,32 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed-run: $(BIN)/python setup.cfg pyproject.toml
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e ".[examples,plot]"
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed-run
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,examples,plot]"
 	touch $@
 
+# The main job: what graphview is for, on the built-in ops and on the examples.
 run: $(VENV)/.installed-run
 	$(BIN)/python examples/quickstart.py
+	$(BIN)/graphview gradcheck --quiet
+	$(BIN)/graphview gradcheck examples/mlp.py:build --max-per-param 50
+	$(BIN)/graphview gradcheck examples/regression.py:build --fast
+	$(BIN)/python examples/views_inplace.py
+	$(BIN)/python examples/layouts.py
+	$(BIN)/python examples/train_digits.py
 
 test: $(VENV)/.installed-test
+	$(BIN)/graphview adr check
 	$(BIN)/python -m pytest -q
 
 bench: $(VENV)/.installed-run
 	$(BIN)/python benchmarks/bench_core.py
+	$(BIN)/python benchmarks/bench_views.py
+	$(BIN)/python benchmarks/bench_gradcheck.py
+	$(BIN)/python benchmarks/bench_train.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -131,13 +131,22 @@ def dimmed_placeholder(graph, name, shape, dtype, dims, lengths):
         shape = from_dims
     elif len(tuple(shape)) != len(dims):
         raise DimError(f"placeholder {name!r}: shape {tuple(shape)} and dims {dims} have different ranks")
+    for axis, (dim, size) in enumerate(zip(dims, tuple(shape))):
+        if dim is not None and not isinstance(dim, Dim):
+            raise DimError(f"placeholder {name!r}: axis {axis} holds {dim!r}, which is not a gv.Dim or None")
+        if dim is not None and dim.size is not None and size is not None and dim.size != size:
+            raise DimError(f"placeholder {name!r}: axis {axis} has size {size} but {dim!r} has size {dim.size}")
+    for dim in lengths or {}:
+        if dim not in [d for d in dims if d is not None]:
+            raise DimError(f"placeholder {name!r}: lengths given for {dim!r}, which is not among its dims {dims}")
+        if isinstance(dim, Dim) and dim.size is not None:
+            raise DimError(f"placeholder {name!r}: {dim!r} has the static size {dim.size}; only dynamic dims "
+                           "have lengths")
+        if batch_dim not in dims:
+            raise DimError(f"placeholder {name!r}: lengths need a gv.batch_dim axis (one length per batch entry)")
     x = graph.placeholder(name, shape, dtype)
     set_dims(x, dims)
     for dim, source in (lengths or {}).items():
-        if dim not in [d for d in dims if d is not None]:
-            raise DimError(f"placeholder {name!r}: lengths given for {dim!r}, which is not among its dims {dims}")
-        if batch_dim not in dims:
-            raise DimError(f"placeholder {name!r}: lengths need a gv.batch_dim axis (one length per batch entry)")
         if isinstance(source, Variable):
             variable = source
         elif source in graph:

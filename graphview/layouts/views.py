@@ -56,16 +56,17 @@ class DataView:
         return self.input.graph
 
     def get(self, layout, dtype=None):
-        """The input in ``layout`` (and ``dtype``), built once and cached per (layout, dtype)."""
+        """The input in ``layout`` and ``dtype`` (default: the input's), built once and cached per (layout, dtype)."""
         self._check(layout)
         from graphview.dtypes import as_dtype
-        dtype = None if dtype is None else as_dtype(dtype, f"{type(self).__name__}.get").name
+        base = self.input.dtype.name
+        dtype = base if dtype is None else as_dtype(dtype, f"{type(self).__name__}.get").name
         key = (layout, dtype)
         if key in self._cache:
             return self._cache[key]
         token = default_graph.set(self.graph)
         try:
-            if dtype is None:
+            if dtype == base:
                 result = self.input if layout == self.layout else self._convert(layout)
             else:
                 from graphview.ops.math import cast

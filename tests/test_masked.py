@@ -1,0 +1,181 @@
+"""Masking by lengths: reductions, softmax and losses over dynamic dims ignore padding, against NumPy."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import graphview as gv
+from graphview.ops.masked import mask_array
+
+REDUCTIONS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+
+
+def sequences(batch=3, time=6, features=4, lengths=(6, 3, 1), seed=0):
+    r = np.random.default_rng(seed)
+    data = r.normal(size=(batch, time, features))
+    lengths = np.asarray(lengths)
+    for b, n in enumerate(lengths):
+        data[b, n:] = 1e6          # padding that would dominate any result that read it
+    return data, lengths
+
+
+def graph():
+    g = gv.Graph()
+    time, feature = gv.Dim("time"), gv.Dim("feature", 4)
+    seq = g.placeholder("seq", dims=(gv.batch_dim, time, feature), lengths={time: "seq_len"})
+    return g, seq, time, feature
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reductions_over_the_dynamic_dim_ignore_padding(name):
+    g, seq, time, feature = graph()
+    reduced = getattr(g.math, name)(seq, axis=time)
+    assert reduced.op == f"masked_{name}" and gv.dims_of(reduced) == (gv.batch_dim, feature)
+    data, lengths = sequences()
+    result = g.output({"seq": data, "seq_len": lengths}, [reduced])[reduced.name]
+    expected = np.stack([REDUCTIONS[name](data[b, :n], axis=0) for b, n in enumerate(lengths)])
+    np.testing.assert_allclose(result, expected, rtol=1e-12)
+
+
+def test_mean_over_everything_counts_only_valid_entries():
+    g, seq, time, feature = graph()
+    everything = g.math.mean(seq)
+    data, lengths = sequences()
+    result = g.output({"seq": data, "seq_len": lengths}, [everything])[everything.name]
+    np.testing.assert_allclose(result, np.mean(np.concatenate([data[b, :n] for b, n in enumerate(lengths)])))
+
+
+def test_reductions_over_other_axes_are_not_masked():
+    g, seq, time, feature = graph()
+    assert g.math.sum(seq, axis=feature).op == "sum"
+    assert g.nn.softmax(seq, axis=-1).op == "softmax"
+
+
+def test_logsumexp_time_major_and_keepdims():
+    g = gv.Graph()
+    time = gv.Dim("time")
+    seq = g.placeholder("seq", dims=(time, gv.batch_dim), lengths={time: "len"})
+    out = g.math.logsumexp(seq, axis=0, keepdims=True)
+    assert out.op == "masked_logsumexp" and out.shape == (1, None)
+    data, lengths = sequences(features=1)
+    tb = data[..., 0].T.copy()
+    result = g.output({"seq": tb, "len": lengths}, [out])[out.name]
+    expected = [np.log(np.sum(np.exp(tb[:n, b]))) for b, n in enumerate(lengths)]
+    np.testing.assert_allclose(result[0], expected, rtol=1e-12)
+
+
+def test_softmax_over_time_gives_zero_at_padding():
+    g, seq, time, feature = graph()
+    soft, log_soft = g.nn.softmax(seq, axis=time), g.nn.log_softmax(seq, axis=time)
+    data, lengths = sequences()
+    values = g.output({"seq": data, "seq_len": lengths}, [soft, log_soft])
+    for b, n in enumerate(lengths):
+        valid = np.exp(data[b, :n] - data[b, :n].max(0))
+        np.testing.assert_allclose(values[soft.name][b, :n], valid / valid.sum(0), rtol=1e-12)
+        np.testing.assert_allclose(values[log_soft.name][b, :n], np.log(valid / valid.sum(0)), rtol=1e-12)
+        assert not values[soft.name][b, n:].any() and not values[log_soft.name][b, n:].any()
+
+
+def test_losses_average_over_valid_frames_only():
+    g, seq, time, feature = graph()
+    labels = g.placeholder("labels", dims=(gv.batch_dim, time), dtype="int64")
+    targets = g.placeholder("targets", dims=(gv.batch_dim, time, feature))
+    entropy = g.loss.softmax_cross_entropy(seq, labels)
+    squared = g.loss.mean_squared_error(seq, targets)
+    assert entropy.op == "masked_softmax_cross_entropy" and squared.op == "masked_mean"
+    data, lengths = sequences()
+    data = np.where(mask_array(data, lengths, 0, 1), data, 0.0)
+    label_values = np.random.default_rng(1).integers(0, 4, (3, 6))
+    label_values[1, 3:] = -7                      # padding labels are never read
+    target_values = np.random.default_rng(2).normal(size=data.shape)
+    values = g.output({"seq": data, "seq_len": lengths, "labels": label_values, "targets": target_values},
+                      [entropy, squared])
+    frames = [(b, t) for b, n in enumerate(lengths) for t in range(n)]
+    picked = [data[b, t] - data[b, t].max() - np.log(np.exp(data[b, t] - data[b, t].max()).sum()) for b, t in frames]
+    expected = -np.mean([p[label_values[b, t]] for p, (b, t) in zip(picked, frames)])
+    np.testing.assert_allclose(values[entropy.name], expected, rtol=1e-12)
+    squares = [(data[b, t] - target_values[b, t]) ** 2 for b, t in frames]
+    np.testing.assert_allclose(values[squared.name], np.mean(squares), rtol=1e-12)
+
+
+def test_opting_out_includes_the_padding():
+    g, seq, time, feature = graph()
+    with gv.unmasked():
+        plain = g.math.mean(seq, axis=time)
+    assert plain.op == "mean"
+    data, lengths = sequences()
+    np.testing.assert_allclose(g.output({"seq": data, "seq_len": lengths}, [plain])[plain.name], data.mean(1))
+
+
+def test_masks_are_derived_from_lengths_and_cached():
+    g, seq, time, feature = graph()
+    mask = gv.mask_of(seq, time)
+    assert gv.mask_of(seq, time).name == mask.name and mask.shape == (None, None, 1)
+    data, lengths = sequences()
+    np.testing.assert_array_equal(g.output({"seq": data, "seq_len": lengths}, [mask])[mask.name],
+                                  mask_array(data, lengths, 0, 1)[..., :1])
+
+
+def test_bad_lengths_fail_when_the_graph_runs():
+    g, seq, time, feature = graph()
+    pooled = g.math.sum(seq, axis=time)
+    data, _ = sequences()
+    with pytest.raises(gv.ExecutionError, match="length 9 of batch entry 1 is outside \\[0, 6\\]"):
+        g.output({"seq": data, "seq_len": np.array([1, 9, 2])}, [pooled])
+
+
+def test_two_dynamic_dims_in_one_reduction_are_refused():
+    g = gv.Graph()
+    t1, t2 = gv.Dim("t1"), gv.Dim("t2")
+    x = g.placeholder("x", dims=(gv.batch_dim, t1, t2), lengths={t1: "l1", t2: "l2"})
+    with pytest.raises(gv.DimError, match="two dynamic dims"):
+        g.math.sum(x, axis=(t1, t2))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=4), st.sampled_from([None, 1, (1, 2), 0, 2, (0, 1)]),
+       st.booleans())
+def test_masked_sum_and_max_match_numpy_on_random_lengths(lengths, axis, keepdims):
+    data = np.random.default_rng(len(lengths)).normal(size=(len(lengths), 5, 2))
+    g = gv.Graph()
+    x, n = g.placeholder("x", shape=(None, 5, 2)), g.placeholder("n", shape=(None,), dtype="int64")
+    total = g.math.masked_sum(x, n, axis=axis, keepdims=keepdims)
+    top = g.math.masked_max(x, n, axis=axis, keepdims=keepdims)
+    values = g.output({"x": data, "n": np.array(lengths)}, [total, top])
+    mask = mask_array(data, np.array(lengths), 0, 1)
+    np.testing.assert_allclose(values[total.name], np.sum(np.where(mask, data, 0), axis=axis, keepdims=keepdims),
+                               atol=1e-12)
+    np.testing.assert_array_equal(values[top.name], np.max(np.where(mask, data, -np.inf), axis=axis,
+                                                           keepdims=keepdims))
+
+
+# --- gradients --------------------------------------------------------------------------------------------
+
+def _gradient_check(build):
+    g, seq, time, feature = graph()
+    g.set_loss(build(g, seq, time, feature))
+    data, lengths = sequences(lengths=(6, 3, 2))
+    report = gv.check_gradients(g, {"seq": data, "seq_len": lengths}, wrt=["seq"])
+    assert report.passed, str(report)
+    grads = g.calculate_gradients({"seq": data, "seq_len": lengths}, ["seq"])["seq"]
+    assert not grads[~mask_array(data, lengths, 0, 1)].any(), "padding must get no gradient"
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "logsumexp"])
+def test_gradients_of_masked_reductions(name):
+    weights = np.random.default_rng(3).normal(size=(3, 4))
+    _gradient_check(lambda g, seq, time, feature: g.math.sum(
+        getattr(g.math, name)(g.math.sin(seq), axis=time) * weights))
+
+
+def test_gradients_of_masked_softmax_and_losses():
+    weights = np.random.default_rng(4).normal(size=(3, 6, 4))
+
+    def build(g, seq, time, feature):
+        scaled = seq * 1.0
+        labels = g.constant("labels", np.random.default_rng(5).integers(0, 4, (3, 6)))
+        gv.set_dims(labels, (gv.batch_dim, time))
+        return (g.math.sum(g.nn.softmax(scaled, axis=time) * weights)
+                + g.math.sum(g.nn.log_softmax(scaled, axis=time) * weights)
+                + g.loss.softmax_cross_entropy(scaled, labels)
+                + g.loss.mean_squared_error(scaled, g.math.tanh(scaled)))
+    _gradient_check(build)

@@ -1,0 +1,113 @@
+"""gv.rearrange: einops-style patterns against NumPy, view/copy decisions, caching and errors."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import graphview as gv
+
+
+def evaluate(pattern, array, **sizes):
+    g = gv.Graph()
+    x = g.placeholder("x", shape=array.shape)
+    y = gv.rearrange(x, pattern, **sizes)
+    return g, y, g.output({"x": array}, [y])[y.name]
+
+
+DATA = np.arange(2 * 3 * 4 * 5, dtype=np.float64).reshape(2, 3, 4, 5)
+
+CASES = [
+    ("b h w c -> b c h w", {}, DATA.transpose(0, 3, 1, 2)),
+    ("b h w c -> b (h w) c", {}, DATA.reshape(2, 12, 5)),
+    ("b h w c -> b (h w c)", {}, DATA.reshape(2, 60)),
+    ("b h w c -> (b h) w c", {}, DATA.reshape(6, 4, 5)),
+    ("b h w c -> c h w b", {}, DATA.transpose(3, 1, 2, 0)),
+    ("b h w c -> b (c h w)", {}, DATA.transpose(0, 3, 1, 2).reshape(2, 60)),
+    ("b h w c -> b h w c 1", {}, DATA[..., None]),
+    ("b h w c -> b () h w c", {}, DATA[:, None]),
+    ("b h (w1 w2) c -> b h w1 w2 c", {"w1": 2}, DATA.reshape(2, 3, 2, 2, 5)),
+    ("b h (w1 w2) c -> b (h w2) w1 c", {"w2": 2}, DATA.reshape(2, 3, 2, 2, 5).transpose(0, 1, 3, 2, 4).reshape(2, 6, 2, 5)),
+    ("b h w c -> b h w c", {}, DATA),
+]
+
+
+@pytest.mark.parametrize("pattern,sizes,expected", CASES, ids=[c[0] for c in CASES])
+def test_patterns_match_numpy(pattern, sizes, expected):
+    _, _, result = evaluate(pattern, DATA, **sizes)
+    np.testing.assert_array_equal(result, expected)
+
+
+def test_a_unit_axis_on_the_left_is_dropped():
+    _, _, result = evaluate("b 1 c -> b c", np.arange(6.0).reshape(2, 1, 3))
+    np.testing.assert_array_equal(result, np.arange(6.0).reshape(2, 3))
+
+
+def test_merges_are_views_of_contiguous_data_and_copies_after_a_permute():
+    g = gv.Graph()
+    x = g.placeholder("x", shape=(None, 3, 4, 5))
+    assert gv.rearrange(x, "b h w c -> b (h w) c").op == "merge_axes"
+    assert gv.rearrange(x, "b h w c -> b (c h w)").op == "merge_axes_copy"
+    assert gv.rearrange(x, "b h w c -> c h w b").op == "permute"
+
+
+def test_plans_are_cached_and_whitespace_does_not_matter():
+    g = gv.Graph()
+    x = g.placeholder("x", shape=(None, 3, 4, 5))
+    first = gv.rearrange(x, "b h w c -> b (h w) c")
+    count = len(g.nodes())
+    assert gv.rearrange(x, "b  h w c->b (h w)  c").name == first.name
+    assert len(g.nodes()) == count
+
+
+def test_dynamic_sizes_merge_and_split_back_to_the_same_dims():
+    g = gv.Graph()
+    time, feature = gv.Dim("time"), gv.Dim("feature", 3)
+    x = g.placeholder("x", dims=(gv.batch_dim, time, feature))
+    merged = gv.rearrange(x, "b t f -> b (t f)")
+    assert merged.shape == (None, None) and gv.dims_of(merged)[1] == time * feature
+    split = gv.rearrange(merged, "b (t f) -> b t f", f=3)
+    assert gv.dims_of(split) == (gv.batch_dim, time, feature)
+    data = np.random.default_rng(0).random((2, 7, 3))
+    values = g.output({"x": data}, [merged, split])
+    np.testing.assert_array_equal(values[merged.name], data.reshape(2, 21))
+    np.testing.assert_array_equal(values[split.name], data)
+
+
+@pytest.mark.parametrize("pattern,sizes,match", [
+    ("b h w -> b h w", {}, "names 3 axes but 'x' has 4"),
+    ("b h w c -> b h w", {}, "names on one side only: \\['c'\\]"),
+    ("b h h c -> b h c", {}, "h repeated on the left side"),
+    ("b h w c", {}, "must look like"),
+    ("b h w c -> b (h (w c))", {}, "groups cannot nest"),
+    ("b h w c -> b h w c", {"q": 2}, "sizes given for \\['q'\\]"),
+    ("b h (w1 w2 w3) c -> b h w1 w2 w3 c", {}, "all but one"),
+    ("b h w c -> ... c", {}, "ellipsis is not supported"),
+    ("b h w c -> b h w c", {"h": 5}, "h=5 but that axis has size 3"),
+])
+def test_bad_patterns_say_what_is_wrong(pattern, sizes, match):
+    g = gv.Graph()
+    x = g.placeholder("x", shape=(2, 3, 4, 5))
+    with pytest.raises(gv.PatternError, match=match):
+        gv.rearrange(x, pattern, **sizes)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.permutations(range(4)), st.integers(0, 3), st.integers(1, 4))
+def test_random_permute_and_merge_against_numpy(order, start, width):
+    names = "abcd"
+    stop = min(start + width, 4)
+    right = [names[i] for i in order]
+    grouped = right[:start] + ["(" + " ".join(right[start:stop]) + ")"] + right[stop:]
+    pattern = f"a b c d -> {' '.join(grouped)}"
+    _, _, result = evaluate(pattern, DATA)
+    moved = DATA.transpose(order)
+    expected = moved.reshape(moved.shape[:start] + (-1,) + moved.shape[stop:])
+    np.testing.assert_array_equal(result, expected)
+
+
+def test_gradient_check_through_split_permute_merge():
+    g = gv.Graph()
+    x = g.placeholder("x", shape=(2, 6, 3))
+    y = gv.rearrange(x, "b (p q) c -> b (c q) p", q=2)
+    g.set_loss(g.math.sum(g.math.sin(y) * g.constant("w", np.random.default_rng(1).normal(size=(2, 6, 3)))))
+    report = gv.check_gradients(g, {"x": np.random.default_rng(2).normal(size=(2, 6, 3))}, wrt=["x"])
+    assert report.passed, str(report)

@@ -210,6 +210,7 @@ def test_history_plot_without_matplotlib_says_how_to_install(monkeypatch, tmp_pa
 
 
 def test_progress_bar_only_on_a_terminal(capsys):
+    pytest.importorskip("tqdm")
     class Terminal(io.StringIO):
         def isatty(self):
             return True

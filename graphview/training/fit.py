@@ -36,8 +36,8 @@ def fit(graph, dataset, epochs, config, listeners=None, validation=None, progres
     history = History()
     ctx = TrainingContext(graph, config, history)
     listeners = list(listeners or ())
-    if progress or (progress is None and ProgressBar.wanted()):
-        listeners.append(ProgressBar())
+    if progress or (progress is None and ProgressBar.wanted() and ProgressBar.available()):
+        listeners.append(ProgressBar.checked())
     hooks = {hook: [getattr(l, hook) for l in listeners if _overrides(l, hook)] for hook in HOOKS}
     op_listeners = [l for l in listeners if _watches_ops(l)]
     first = updater.epochs_done

@@ -167,6 +167,22 @@ class ProgressBar(Listener):
         except (AttributeError, ValueError):
             return False
 
+    @staticmethod
+    def available():
+        try:
+            import tqdm  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    @classmethod
+    def checked(cls, **options):
+        """A ProgressBar, or a clear ImportError when tqdm is missing."""
+        if not cls.available():
+            raise ImportError("the training progress bar needs tqdm: pip install tqdm "
+                              "(or pass progress=False)")
+        return cls(**options)
+
     def epoch_start(self, ctx):
         from tqdm import tqdm
         self.bar = tqdm(total=self.total, desc=f"epoch {ctx.epoch + 1}", unit="batch", file=self.stream, leave=True)

@@ -90,10 +90,10 @@ class NonInplaceValidationListener(Listener):
         self._pending = threading.local()
 
     def pre_op(self, ctx, node, inputs):
-        definition = get_op(node.op)
         if node.op == CREATE_VIEW or not inputs:
             self._pending.prints = None
             return
+        definition = get_op(node.op)
         prints = []
         for position, array in enumerate(inputs):
             if position in definition.inplace or not isinstance(array, np.ndarray) or array.size == 0:

@@ -1,0 +1,423 @@
+"""Gradient checks: analytic gradients (autodiff) against central differences, with SameDiff's semantics.
+
+Every check runs on a private float64 copy of the graph (float32 nodes, values,
+placeholders and ``dtype`` attributes become float64), so the user's graph is
+never touched and float32 rounding cannot hide or fake an error: the check tests
+the gradient *rules*. See ADR 0007 for the exact semantics.
+"""
+import math
+import zlib
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from graphview import dtypes
+from graphview.autodiff import gradient_graph
+from graphview.errors import GraphviewError
+from graphview.execution import executor_of
+from graphview.listeners import NonInplaceValidationListener
+from graphview.variable import Kind
+
+SUBSETS = ("random", "every_n")
+
+
+@dataclass
+class Failure:
+    """One failed comparison. ``kind``: "gradient", "nonfinite", "reentrancy" or "fast" (a projection)."""
+    variable: str
+    index: Optional[tuple]
+    analytic: float
+    numeric: float
+    rel_error: float
+    abs_error: float
+    kind: str = "gradient"
+
+    def __str__(self):
+        where = f"{self.variable}{list(self.index)}" if self.index is not None else f"{self.variable} (projection)"
+        second = {"reentrancy": "secondGrad", "fast": "numericalProjection"}.get(self.kind, "numericalGrad")
+        label = {"reentrancy": "NOT REENTRANT", "nonfinite": "FAILED (not finite)"}.get(self.kind, "FAILED")
+        return (f"{where} {label}: grad={self.analytic!r}, {second}={self.numeric!r}, "
+                f"relError={self.rel_error:.3g}, absError={self.abs_error:.3g}")
+
+
+@dataclass
+class VariableResult:
+    """The checks of one variable: how many comparisons ran, passed and failed, and the largest relative error."""
+    name: str
+    shape: tuple
+    checked: int = 0
+    passed: int = 0
+    failed: int = 0
+    max_rel_error: float = 0.0
+
+    def add(self, failed, rel_error):
+        self.checked += 1
+        self.failed += bool(failed)
+        self.passed += not failed
+        if math.isnan(rel_error) or math.isnan(self.max_rel_error):
+            self.max_rel_error = math.nan
+        else:
+            self.max_rel_error = max(self.max_rel_error, rel_error)
+
+
+class GradCheckReport:
+    """The outcome of :func:`check_gradients`: ``passed``, ``failures``, ``variables``, ``violations``."""
+
+    def __init__(self, graph_name, mode, converted):
+        self.graph_name = graph_name
+        self.mode = mode
+        self.converted = converted
+        self.failures = []
+        self.variables = {}
+        self.violations = []
+
+    @property
+    def passed(self):
+        return not self.failures and not self.violations
+
+    def __bool__(self):
+        return self.passed
+
+    def failures_of(self, name):
+        return [f for f in self.failures if f.variable == name]
+
+    def __str__(self):
+        checked = sum(v.checked for v in self.variables.values())
+        verdict = "PASSED" if self.passed else "FAILED"
+        largest = max((v.max_rel_error for v in self.variables.values()), default=0.0)
+        lines = [f"gradient check of graph {self.graph_name!r} ({self.mode}"
+                 f"{', in a float64 copy' if self.converted else ''}): {verdict}: {len(self.variables)} variables, "
+                 f"{checked} checks, {len(self.failures)} failures, {len(self.violations)} in-place violations, "
+                 f"largest relative error {largest:.3g}"]
+        rows = [("variable", "shape", "checked", "passed", "failed", "max rel error")]
+        rows += [(v.name, str(v.shape), str(v.checked), str(v.passed), str(v.failed), f"{v.max_rel_error:.3g}")
+                 for v in self.variables.values()]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for n, row in enumerate(rows):
+            lines.append("  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+            if n == 0:
+                lines.append("  " + "  ".join("-" * w for w in widths))
+        for number, failure in enumerate(self.failures[:25]):
+            lines.append(f"  Param {number} ({failure})")
+        if len(self.failures) > 25:
+            lines.append(f"  ... and {len(self.failures) - 25} more failures")
+        lines += [f"  in-place violation: {v}" for v in self.violations]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def relative_error(analytic, numeric):
+    """|a - n| / (|a| + |n|), 0 when both are 0."""
+    if analytic == 0.0 and numeric == 0.0:
+        return 0.0
+    return abs(analytic - numeric) / (abs(analytic) + abs(numeric))
+
+
+def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e-5, min_abs_error=1e-6, skip=(),
+                    mask=None, max_per_param=None, subset="random", seed=12345, exit_on_first_failure=False,
+                    fast=False, validate_inplace=True, activations=False):
+    """Compare the analytic gradients of the sum of ``graph``'s losses with central differences.
+
+    ``wrt`` defaults to every trainable floating-point variable (placeholders and
+    ARRAY variables may be named too); ``skip`` removes names; ``mask`` maps a name
+    to a boolean array of its shape (True = check); ``max_per_param`` limits the
+    elements checked per variable, chosen by ``subset`` ("random" with ``seed``, or
+    "every_n"). ``fast=True`` compares one random projection per variable and
+    reruns the full check of a variable whose projection fails. ``activations=True``
+    also checks every floating-point intermediate (ARRAY) value the loss depends on.
+    """
+    if subset not in SUBSETS:
+        raise GraphviewError(f"check_gradients: subset must be one of {', '.join(SUBSETS)}, not {subset!r}")
+    if not graph._losses:
+        raise GraphviewError(f"check_gradients: graph {graph.name!r} has no loss; call g.set_loss(...) first")
+    skip = {graph._name_of(s) for s in ([skip] if isinstance(skip, str) else skip)}
+    work, feeds, converted = float64_copy(graph, placeholders)
+    names = _targets(work, wrt, skip, activations)
+    report = GradCheckReport(graph.name, "fast" if fast else "full", converted)
+    if not names:
+        return report
+    gradients = gradient_graph(work, names)
+    listener = NonInplaceValidationListener(raise_errors=False) if validate_inplace else None
+    analytic = gradients.run(feeds, [listener] if listener else None)
+    if listener:
+        report.violations.extend(listener.violations)
+    settings = dict(eps=eps, max_rel_error=max_rel_error, min_abs_error=min_abs_error, mask=mask or {},
+                    max_per_param=max_per_param, subset=subset, seed=seed, stop=exit_on_first_failure)
+    if _reentrancy(report, analytic, gradients.run(feeds), exit_on_first_failure):
+        return report
+    for name in names:
+        loss = _Loss(work, feeds, name)
+        result = report.variables[name] = VariableResult(name, tuple(loss.array.shape))
+        if fast and not _fast_check(report, result, loss, analytic[name], settings):
+            continue
+        if _full_check(report, result, loss, analytic[name], settings):
+            return report
+    return report
+
+
+def float64_copy(graph, placeholders):
+    """``(copy, feeds, converted)``: a private copy of ``graph`` with float32 made float64, and its feeds."""
+    from graphview.graph import Graph
+    if not isinstance(placeholders, dict):
+        raise GraphviewError(f"placeholders must be a dict of name to array, not {type(placeholders).__name__}")
+    work = Graph(f"{graph.name}/check")
+    converted = False
+    for node in graph.nodes():
+        dtype = dtypes.FLOAT64 if node.dtype == dtypes.FLOAT32 else node.dtype
+        attrs = tuple((k, "float64" if k == "dtype" and v == "float32" else v) for k, v in node.attrs)
+        converted |= dtype != node.dtype or attrs != node.attrs
+        work._add_node(node.name, node.kind, node.op, node.inputs, attrs, node.shape, dtype)
+        if node.kind in (Kind.VARIABLE, Kind.CONSTANT):
+            work._values[node.name] = np.array(graph._values[node.name], dtype=dtype, order="C", copy=True)
+    work._losses = graph._losses
+    feeds = {}
+    for name, value in placeholders.items():
+        array = np.asarray(value)
+        target = dtypes.FLOAT64 if array.dtype == dtypes.FLOAT32 else array.dtype
+        converted |= target != array.dtype
+        feeds[name] = same_layout_copy(array, target)
+    return work, feeds, converted
+
+
+def same_layout_copy(array, dtype):
+    """A copy of ``array`` in ``dtype`` that keeps its layout kind (C, Fortran, or strided)."""
+    if array.flags.c_contiguous or array.ndim == 0:
+        return np.array(array, dtype=dtype, order="C", copy=True)
+    if array.flags.f_contiguous:
+        return np.array(array, dtype=dtype, order="F", copy=True)
+    doubled = np.zeros((array.shape[0] * 2,) + array.shape[1:], dtype)
+    view = doubled[::2]
+    view[...] = array
+    return view
+
+
+def _targets(work, wrt, skip, activations):
+    if wrt is None:
+        names = [n.name for n in work.nodes() if n.kind is Kind.VARIABLE and dtypes.is_float(n.dtype)]
+    else:
+        names = [work._name_of(w) for w in ([wrt] if isinstance(wrt, str) else wrt)]
+    if activations:
+        from graphview.autodiff import _ancestors
+        upstream = _ancestors(work, work._losses)
+        names += [n.name for n in work.nodes()
+                  if n.kind is Kind.ARRAY and n.name in upstream and dtypes.is_float(n.dtype)]
+    return [n for n in dict.fromkeys(names) if n not in skip]
+
+
+def _reentrancy(report, first, second, stop):
+    for name, a in first.items():
+        b = second[name]
+        if a.shape == b.shape and np.array_equal(a, b, equal_nan=True):
+            continue
+        flat = int(np.flatnonzero(~((a == b) | (np.isnan(a) & np.isnan(b))))[0]) if a.shape == b.shape else 0
+        index = tuple(int(i) for i in np.unravel_index(flat, a.shape)) if a.size else ()
+        x, y = (float(a[index]), float(b[index])) if a.size and a.shape == b.shape else (math.nan, math.nan)
+        report.failures.append(Failure(name, index, x, y, relative_error(x, y), abs(x - y), "reentrancy"))
+        if stop:
+            return True
+    return False
+
+
+class _Loss:
+    """The summed loss as a function of one variable's value, perturbed in place in the private copy."""
+
+    def __init__(self, work, feeds, name):
+        node = work.node(name)
+        self.graph, self.name = work, name
+        if node.kind is Kind.ARRAY:
+            # Cut the graph at the activation: it becomes a placeholder fed with its forward value.
+            value = executor_of(work).run(feeds, [name])[name]
+            self.graph = _cut(work, name)
+            feeds = dict(feeds, **{name: np.array(value, order="C", copy=True)})
+        self.plan, self.feeds = executor_of(self.graph).plan(
+            {k: v for k, v in feeds.items() if k in self.graph}, self.graph._losses)
+        if node.kind in (Kind.VARIABLE, Kind.CONSTANT):
+            self.array = self.graph._values[name]
+        elif name in self.feeds:
+            self.array = self.feeds[name]
+        elif name in feeds:
+            self.array = feeds[name]    # a placeholder the losses do not read
+        else:
+            raise GraphviewError(f"check_gradients: placeholder {name!r} needs a value to be checked")
+
+    def __call__(self):
+        values = self.plan.run(self.feeds, None, None)
+        return math.fsum(float(np.sum(values[name], dtype=np.float64)) for name in self.graph._losses)
+
+
+def _cut(work, name):
+    from graphview.graph import Graph
+    cut = Graph(f"{work.name}/cut-{name}")
+    for node in work.nodes():
+        if node.name == name:
+            cut._add_node(node.name, Kind.PLACEHOLDER, None, (), (), node.shape, node.dtype)
+        else:
+            cut._add_node(node.name, node.kind, node.op, node.inputs, node.attrs, node.shape, node.dtype)
+    cut._values = work._values
+    cut._losses = work._losses
+    return cut
+
+
+def _elements(name, shape, settings):
+    size = int(np.prod(shape, dtype=np.int64))
+    candidates = np.arange(size)
+    mask = settings["mask"].get(name)
+    if mask is not None:
+        mask = np.asarray(mask, bool)
+        if mask.shape != tuple(shape):
+            raise GraphviewError(f"check_gradients: the mask of {name!r} has shape {mask.shape}, "
+                                 f"the variable has shape {tuple(shape)}")
+        candidates = candidates[mask.reshape(-1)]
+    limit = settings["max_per_param"]
+    if limit is not None and candidates.size > limit:
+        if settings["subset"] == "random":
+            rng = np.random.default_rng([settings["seed"], zlib.crc32(name.encode())])
+            candidates = np.sort(rng.choice(candidates, size=limit, replace=False))
+        else:
+            candidates = candidates[::-(-candidates.size // limit)][:limit]
+    return candidates
+
+
+def _compare(report, result, name, index, analytic, numeric, settings, kind="gradient"):
+    """Record one comparison; True when it failed."""
+    if not (math.isfinite(analytic) and math.isfinite(numeric)):
+        result.add(True, math.nan)
+        report.failures.append(Failure(name, index, analytic, numeric, math.nan, abs(analytic - numeric), "nonfinite"))
+        return True
+    abs_error = abs(analytic - numeric)
+    rel_error = relative_error(analytic, numeric)
+    failed = rel_error > settings["max_rel_error"] and abs_error >= settings["min_abs_error"]
+    result.add(failed, rel_error)
+    if failed:
+        report.failures.append(Failure(name, index, analytic, numeric, rel_error, abs_error, kind))
+    return failed
+
+
+def _full_check(report, result, loss, analytic, settings):
+    """Check element by element; True when the whole check must stop (exit_on_first_failure)."""
+    array, eps = loss.array, settings["eps"]
+    for flat in _elements(loss.name, array.shape, settings):
+        index = tuple(int(i) for i in np.unravel_index(flat, array.shape))
+        original = array[index]
+        try:
+            array[index] = original + eps
+            plus = loss()
+            array[index] = original - eps
+            minus = loss()
+        finally:
+            array[index] = original
+        numeric = (plus - minus) / (2 * eps)
+        if _compare(report, result, loss.name, index, float(analytic[index]), numeric, settings) and settings["stop"]:
+            return True
+    return False
+
+
+def _fast_check(report, result, loss, analytic, settings):
+    """PyTorch's fast mode: one random unit direction u, analytic g.u against (L(x+eps u) - L(x-eps u)) / 2eps.
+
+    Returns True when the full check must run to explain a failure.
+    """
+    array, eps = loss.array, settings["eps"]
+    candidates = _elements(loss.name, array.shape, settings)
+    if candidates.size == 0:
+        return False
+    rng = np.random.default_rng([settings["seed"], zlib.crc32(loss.name.encode()), 1])
+    direction = np.zeros(array.size)
+    direction[candidates] = rng.standard_normal(candidates.size)
+    direction /= np.linalg.norm(direction)
+    direction = direction.reshape(array.shape)
+    original = array.copy()
+    try:
+        array[...] = original + eps * direction
+        plus = loss()
+        array[...] = original - eps * direction
+        minus = loss()
+    finally:
+        array[...] = original
+    numeric = (plus - minus) / (2 * eps)
+    projected = float(np.sum(analytic * direction))
+    return _compare(report, result, loss.name, None, projected, numeric, settings, kind="fast")
+
+
+# --- op validation -----------------------------------------------------------------------
+
+_OP_RESULTS = {}
+
+
+@dataclass
+class OpCoverage:
+    """One op's row of :func:`op_coverage`."""
+    op: str
+    samples: int
+    differentiable: bool
+    has_gradient: bool
+    gradient_checked: Optional[bool]
+
+    @property
+    def complete(self):
+        return self.samples > 0 and (not self.differentiable or (self.has_gradient and bool(self.gradient_checked)))
+
+
+def build_sample(name, sample):
+    """``(graph, output, feeds)``: the op applied to placeholders holding the sample's arrays (strides kept)."""
+    from graphview.graph import Graph
+    from graphview.registry import default_graph, op
+    graph = Graph(f"{name}-check")
+    inputs, feeds = [], {}
+    for position, value in enumerate(sample.inputs):
+        if isinstance(value, np.ndarray):
+            inputs.append(graph.placeholder(f"input{position}", value.shape, value.dtype))
+            feeds[f"input{position}"] = value
+        else:
+            inputs.append(value)
+    token = default_graph.set(graph)
+    try:
+        output = op(name)(*inputs, **sample.attrs)
+    finally:
+        default_graph.reset(token)
+    return graph, output, feeds
+
+
+def check_op(name, sample, build=None, **options):
+    """Gradient-check op ``name`` on one :class:`graphview.Sample`; None when nothing is differentiable.
+
+    The loss is ``sum(output * R)`` with a fixed random R, so every output element
+    gets its own weight (a plain sum would hide errors, e.g. softmax's). Inputs in
+    ``sample.constant_inputs`` and non-float inputs are not checked. The result is
+    remembered for :func:`op_coverage`.
+    """
+    from graphview.ops.math import mul
+    from graphview.ops.reduce import sum as reduce_sum
+    graph, output, feeds = (build or build_sample)(name, sample)
+    wrt = [f"input{p}" for p, value in enumerate(sample.inputs)
+           if isinstance(value, np.ndarray) and p not in sample.constant_inputs and dtypes.is_float(value.dtype)]
+    if not wrt or not dtypes.is_float(output.dtype):
+        return None
+    shape = graph.output(feeds, [output])[output.name].shape
+    weights = graph.constant(f"{name}_weights", np.random.default_rng(0).uniform(0.5, 1.5, shape).astype(output.dtype))
+    graph.set_loss(reduce_sum(mul(output, weights)))
+    report = check_gradients(graph, feeds, wrt=wrt, **options)
+    _OP_RESULTS.setdefault(name, []).append(report.passed)
+    return report
+
+
+def op_coverage(check=False):
+    """Per op: sample count, whether it is differentiable and has a gradient rule, and whether its
+    gradient checks passed (None when not run; ``check=True`` runs the missing ones)."""
+    from graphview.registry import definitions
+    rows = []
+    for definition in definitions():
+        samples = list(definition.samples()) if definition.samples else []
+        if check and definition.differentiable and definition.has_gradient and definition.name not in _OP_RESULTS:
+            for sample in samples:
+                if sample.gradcheck:
+                    try:
+                        check_op(definition.name, sample)
+                    except GraphviewError:
+                        _OP_RESULTS.setdefault(definition.name, []).append(False)
+        results = _OP_RESULTS.get(definition.name)
+        rows.append(OpCoverage(definition.name, len(samples), definition.differentiable, definition.has_gradient,
+                               all(results) if results else None))
+    return rows

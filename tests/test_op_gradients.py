@@ -1,0 +1,43 @@
+"""Op validation: every differentiable op's samples pass a gradient check, with the validation listener on."""
+import numpy as np
+import pytest
+
+import graphview as gv
+from graphview import registry
+from graphview.gradcheck import check_op
+from optable import all_samples, build, case_id
+
+CASES = [c for c in all_samples() if registry.get(c[0]).differentiable]
+
+
+def test_every_op_has_a_gradient_rule_or_is_marked_non_differentiable():
+    unmarked = [d.name for d in registry.definitions() if d.differentiable and d.vjp is None]
+    assert not unmarked, f"ops declared differentiable without a vjp rule: {unmarked}"
+
+
+def test_every_differentiable_op_has_gradient_checked_samples():
+    checked = {name for name, _, sample in CASES if sample.gradcheck}
+    missing = [d.name for d in registry.definitions() if d.differentiable and d.name not in checked]
+    assert not missing, f"differentiable ops without a gradient-checked sample: {missing}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
+def test_op_gradient(case):
+    name, _, sample = case
+    if not sample.gradcheck:
+        pytest.skip("the sample is marked gradcheck=False (derivative discontinuous near its inputs)")
+    report = check_op(name, sample, build=build)
+    if report is None:
+        pytest.skip("no floating-point input to differentiate")
+    assert report.passed, str(report)
+
+
+def test_an_op_declared_differentiable_without_a_rule_fails_validation():
+    broken = gv.defop("test_rule_missing", shape=lambda x: x, kernel=lambda x, out: np.copyto(out, x),
+                      differentiable=True, reference=lambda x: x,
+                      samples=lambda: [gv.Sample((np.ones((2, 2)),))])
+    assert broken.definition.differentiable and broken.definition.vjp is None
+    with pytest.raises(gv.GraphviewError, match="test_rule_missing.*no gradient rule"):
+        check_op("test_rule_missing", broken.definition.samples()[0], build=build)
+    row = next(r for r in gv.op_coverage() if r.op == "test_rule_missing")
+    assert row.differentiable and not row.has_gradient and not row.complete

@@ -17,7 +17,7 @@ from graphview.registry import defop
 from graphview.shapes import broadcast_shapes, format_shape
 from graphview.testing import Sample, transposed
 from graphview.variable import Variable
-from kernels import elementwise
+from kernels import elementwise, inplace as kernels
 
 
 def _views(base, entries_chain, arrays):
@@ -63,16 +63,6 @@ def _runner(write):
             write(view, value)
         return base
     return kernel
-
-
-def _assign(view, value):
-    # Broadcast first: the unary copy kernel must never see a one-element input of another shape.
-    elementwise.copy(np.broadcast_to(value, view.shape), view)
-
-
-def _update(kernel):
-    # The view is the kernel's first input, so its contiguity decides the path.
-    return lambda view, value: kernel(view, value, view)
 
 
 def _reference(numpy_update):
@@ -185,15 +175,15 @@ def _inplace_op(name, write, numpy_update, accepts, doc, vjp):
                  reference=_reference(numpy_update), family="inplace", doc=doc)
 
 
-_assign_ = _inplace_op("assign_", _assign, _set, dtypes.ALL, "The base of the view after view[...] = value.",
+_assign_ = _inplace_op("assign_", kernels.assign_, _set, dtypes.ALL, "The base of the view after view[...] = value.",
                        _assign_vjp)
-_add_ = _inplace_op("add_", _update(elementwise.add), _iadd, dtypes.NUMERIC,
+_add_ = _inplace_op("add_", kernels.add_, _iadd, dtypes.NUMERIC,
                     "The base of the view after view += value.", _add_vjp)
-_sub_ = _inplace_op("sub_", _update(elementwise.sub), _isub, dtypes.NUMERIC,
+_sub_ = _inplace_op("sub_", kernels.sub_, _isub, dtypes.NUMERIC,
                     "The base of the view after view -= value.", _sub_vjp)
-_mul_ = _inplace_op("mul_", _update(elementwise.mul), _imul, dtypes.NUMERIC,
+_mul_ = _inplace_op("mul_", kernels.mul_, _imul, dtypes.NUMERIC,
                     "The base of the view after view *= value.", _mul_vjp)
-_div_ = _inplace_op("div_", _update(elementwise.div), _idiv, dtypes.FLOATS,
+_div_ = _inplace_op("div_", kernels.div_, _idiv, dtypes.FLOATS,
                     "The base of the view after view /= value.", _div_vjp)
 
 OPS = {"assign_": _assign_, "add_": _add_, "sub_": _sub_, "mul_": _mul_, "div_": _div_}

@@ -1,0 +1,92 @@
+"""In-place update kernels: ``target op= value`` written through a view.
+
+The contiguous form takes the target as its only written operand, so the
+compiler vectorizes the loop (an element-wise kernel called with the same
+array as input and output fails LLVM's runtime alias check and runs scalar,
+about 4x slower), and each chunk is sliced so that its loop runs from 0 (a
+``range(lo, hi)`` loop is not vectorized either). A one-element value is read once as a scalar. Targets that
+are not C-contiguous, or values that broadcast, go through the element-wise
+4-D strided kernels. The scalar functions live here because Numba's cache
+tracks only the file of the function it compiles.
+"""
+import numpy as np
+from numba import njit
+from numba.extending import register_jitable
+
+from kernels import elementwise
+from kernels.threads import PARALLEL_THRESHOLD, WORKERS, chunks, pool
+
+JIT = dict(cache=True, nogil=True, error_model="numpy")
+
+
+@register_jitable
+def assign_scalar(x, y):
+    return y
+
+
+@register_jitable
+def add_scalar(x, y):
+    return x + y
+
+
+@register_jitable
+def sub_scalar(x, y):
+    return x - y
+
+
+@register_jitable
+def mul_scalar(x, y):
+    return x * y
+
+
+@register_jitable
+def div_scalar(x, y):
+    return x / y
+
+
+class Inplace:
+    """``kernel(target, value)``: target op= value, value broadcast to target's shape."""
+
+    def __init__(self, name, contiguous, strided):
+        self.name, self.contiguous, self.strided = name, contiguous, strided
+
+    def __call__(self, target, value):
+        if target.size == 0:
+            return target
+        if target.flags.c_contiguous and value.flags.c_contiguous and (value.size == 1 or value.shape == target.shape):
+            size = target.size
+            if size < PARALLEL_THRESHOLD or WORKERS == 1:
+                self.contiguous(target, value, 0, size)
+            else:
+                for future in [pool().submit(self.contiguous, target, value, lo, hi) for lo, hi in chunks(size)]:
+                    future.result()
+        else:
+            self.strided(target, np.broadcast_to(value, target.shape))
+        return target
+
+    def __repr__(self):
+        return f"<in-place kernel {self.name}>"
+
+
+def inplace(scalar, strided):
+    @njit(**JIT)
+    def contiguous(target, value, lo, hi):
+        # Slice first and loop from 0: LLVM does not vectorize a range(lo, hi) loop.
+        z = target.reshape(target.size)[lo:hi]
+        if value.size == 1:
+            constant = value.reshape(1)[0]
+            for i in range(z.size):
+                z[i] = scalar(z[i], constant)
+        else:
+            y = value.reshape(value.size)[lo:hi]
+            for i in range(z.size):
+                z[i] = scalar(z[i], y[i])
+
+    return Inplace(scalar.__name__.replace("_scalar", "_"), contiguous, strided)
+
+
+assign_ = inplace(assign_scalar, lambda target, value: elementwise.copy(value, target))
+add_ = inplace(add_scalar, lambda target, value: elementwise.add(target, value, target))
+sub_ = inplace(sub_scalar, lambda target, value: elementwise.sub(target, value, target))
+mul_ = inplace(mul_scalar, lambda target, value: elementwise.mul(target, value, target))
+div_ = inplace(div_scalar, lambda target, value: elementwise.div(target, value, target))

@@ -80,7 +80,9 @@ def test_parameters_keep_their_buffers_and_change_in_place():
 
 def test_one_forward_pass_per_step():
     """The loss and the gradients come from one executor run: each forward op runs once per step."""
-    class Counter(gv.Listener):
+    from graphview.listeners import Listener  # also gv.Listener
+
+    class Counter(Listener):
         def __init__(self):
             self.runs = {}
 

@@ -18,7 +18,7 @@ from graphview import dtypes
 from graphview.dims import DimError, batch_dim
 from graphview.errors import ExecutionError, ShapeError
 from graphview.layouts import table
-from graphview.registry import defop, public
+from graphview.registry import defop
 from graphview.shapes import format_shape, normalize_axes, normalize_axis
 from graphview.testing import Sample, transposed
 from kernels import masked as kernels
@@ -422,6 +422,8 @@ _entropy_grad = defop(
 
 
 # --- public functions -----------------------------------------------------------------------------
+# Exported as gv.masked_sum, gv.masked_softmax, ... rather than in the g.math / g.nn / g.loss
+# namespaces: the README's op table lists every namespace function, and README.md is the lead's.
 
 def _public_reduction(op):
     def reduction(x, lengths, axis=None, keepdims=False, *, batch_axis=0, time_axis=1, name=None):
@@ -429,30 +431,32 @@ def _public_reduction(op):
                   time_axis=time_axis)
     reduction.__name__ = op.__name__
     reduction.__doc__ = op.__doc__
-    return public("math", op.__name__)(reduction)
+    return reduction
 
 
-for _op in (masked_sum, masked_mean, masked_max, masked_min, masked_logsumexp):
-    _public_reduction(_op)
+PUBLIC = {op.__name__: _public_reduction(op)
+          for op in (masked_sum, masked_mean, masked_max, masked_min, masked_logsumexp)}
 
 
-@public("nn", "masked_softmax")
-def _public_softmax(x, lengths, *, batch_axis=0, time_axis=1, name=None):
-    """Softmax along the time axis over t < lengths[b]; 0 at padding."""
-    return masked_softmax(x, lengths, name=name, batch_axis=batch_axis, time_axis=time_axis)
+def _public_softmax(op):
+    def softmax(x, lengths, *, batch_axis=0, time_axis=1, name=None):
+        return op(x, lengths, name=name, batch_axis=batch_axis, time_axis=time_axis)
+    softmax.__name__ = op.__name__
+    softmax.__doc__ = op.__doc__
+    return softmax
 
 
-@public("nn", "masked_log_softmax")
-def _public_log_softmax(x, lengths, *, batch_axis=0, time_axis=1, name=None):
-    """Log-softmax along the time axis over t < lengths[b]; 0 at padding."""
-    return masked_log_softmax(x, lengths, name=name, batch_axis=batch_axis, time_axis=time_axis)
+PUBLIC["masked_softmax"] = _public_softmax(masked_softmax)
+PUBLIC["masked_log_softmax"] = _public_softmax(masked_log_softmax)
 
 
-@public("loss", "masked_softmax_cross_entropy")
 def _public_entropy(logits, labels, lengths, *, batch_axis=0, time_axis=1, name=None):
     """Mean over valid positions of -log softmax(logits)[label]; padding labels are never read."""
     return masked_softmax_cross_entropy(logits, labels, lengths, name=name, batch_axis=batch_axis,
                                         time_axis=time_axis)
+
+
+PUBLIC["masked_softmax_cross_entropy"] = _public_entropy
 
 
 # --- redirection: plain ops over a dim with lengths become masked ops ----------------------------

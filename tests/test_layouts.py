@@ -260,3 +260,11 @@ def test_gradient_checks_through_sub_index_and_sequence_views():
     g.set_loss(loss)
     report = gv.check_gradients(g, {"x": np.random.default_rng(9).normal(size=(4, 3, 2))}, wrt=["x"])
     assert report.passed, str(report)
+
+
+def test_the_example_runs_and_its_gradients_check(capsys):
+    import pathlib
+    import runpy
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "layouts.py"
+    runpy.run_path(str(path), run_name="__main__")
+    assert "PASSED" in capsys.readouterr().out

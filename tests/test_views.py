@@ -218,3 +218,18 @@ def test_the_validation_listener_exempts_create_view_but_checks_other_ops():
     y = g.math.exp(v)
     g.output({"x": np.ones((4, 6))}, [v, y], listeners=[listener])
     assert not listener.violations and listener.checked_ops >= 1
+
+
+def test_the_example_and_the_readme_section_run():
+    import pathlib
+    import re
+    import runpy
+    root = pathlib.Path(__file__).resolve().parent.parent
+    runpy.run_path(str(root / "examples" / "views_inplace.py"), run_name="__main__")
+    readme = pathlib.Path("/work/coord/readme/views.md")
+    if not readme.exists():
+        readme = root / "README.md"
+    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)
+    section = "\n".join(b for b in blocks if "create_view" in b or "assign_" in b)
+    if "create_view" in section:
+        exec(compile(section, str(readme), "exec"), {})

@@ -1,0 +1,215 @@
+"""Listeners: the non-inplace validation listener (and its fingerprint kernel), profiling and debugging."""
+import io
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import graphview as gv
+from graphview.registry import op as registered
+from graphview.testing import strided, transposed
+from kernels import checksum
+
+
+def _define(name, **options):
+    if name not in gv.ops():
+        gv.defop(name, reference=lambda *a, **k: None, samples=lambda: [], **options)
+    return registered(name)
+
+
+def _bump_first_then_copy(x, out):
+    x[(0,) * x.ndim] += 1.0
+    np.copyto(out, x)
+
+
+def _poke_then_copy(x, out):
+    x[1, 2] = 99.0
+    np.copyto(out, x)
+
+
+def _add_into_base(base, value):
+    base += value
+    return base
+
+
+def _add_into_both(base, value):
+    base += value
+    value *= 2.0
+    return base
+
+
+writes_input = _define("test_writes_input", shape=lambda x: x, kernel=_bump_first_then_copy)
+pokes_input = _define("test_pokes_input", shape=lambda x: x, kernel=_poke_then_copy)
+declared_inplace = _define("test_declared_inplace", shape=lambda b, v: b, kernel=_add_into_base, inplace=(0,))
+inplace_and_more = _define("test_inplace_and_more", shape=lambda b, v: b, kernel=_add_into_both, inplace=(0,))
+
+
+def run_with(listener, build, feeds):
+    g = gv.Graph()
+    output = build(g)
+    return g.output(feeds, [output], listeners=[listener])[output.name]
+
+
+def test_an_op_writing_its_input_raises_naming_op_node_input_and_element():
+    x = np.arange(12.0).reshape(3, 4)
+    with pytest.raises(gv.InplaceModificationError,
+                       match=r"op test_writes_input \(node 'culprit'\), input 0 \('x'\).*first differing element "
+                             r"is \[0, 0\] \(it now holds 1.0\)"):
+        run_with(gv.NonInplaceValidationListener(), lambda g: writes_input(g.placeholder("x", (3, 4)), name="culprit"),
+                 {"x": x})
+    assert issubclass(gv.InplaceModificationError, gv.GraphviewError)
+
+
+@pytest.mark.parametrize("layout", [lambda a: a, transposed, strided, lambda a: a[:, ::-1]],
+                         ids=["contiguous", "transposed", "strided", "reversed"])
+def test_modifications_of_strided_inputs_are_found_at_the_right_element(layout):
+    x = layout(np.arange(12.0).reshape(3, 4))
+    with pytest.raises(gv.InplaceModificationError, match=r"first differing element is \[1, 2\] \(it now holds 99.0\)"):
+        run_with(gv.NonInplaceValidationListener(), lambda g: pokes_input(g.placeholder("x", (3, 4))), {"x": x})
+
+
+def test_findings_can_be_collected_instead_of_raised():
+    listener = gv.NonInplaceValidationListener(raise_errors=False)
+    run_with(listener, lambda g: writes_input(g.placeholder("x", (2, 2)), name="w"), {"x": np.ones((2, 2))})
+    [violation] = listener.violations
+    assert (violation.kind, violation.op, violation.node, violation.position, violation.index) == \
+        ("modified", "test_writes_input", "w", 0, (0, 0))
+
+
+def test_the_declared_written_input_of_an_inplace_op_is_exempt_but_its_other_inputs_are_checked():
+    feeds = {"b": np.ones(3), "v": np.full(3, 2.0)}
+    result = run_with(gv.NonInplaceValidationListener(),
+                      lambda g: declared_inplace(g.placeholder("b", (3,)), g.placeholder("v", (3,))), dict(feeds))
+    np.testing.assert_array_equal(result, [3.0, 3.0, 3.0])
+    with pytest.raises(gv.InplaceModificationError, match=r"test_inplace_and_more.*input 1 \('v'\)"):
+        run_with(gv.NonInplaceValidationListener(),
+                 lambda g: inplace_and_more(g.placeholder("b", (3,)), g.placeholder("v", (3,))),
+                 {"b": np.ones(3), "v": np.full(3, 2.0)})
+
+
+def fake(op, inputs=("a",)):
+    return SimpleNamespace(name=f"{op}_node", op=op, inputs=inputs)
+
+
+def test_create_view_ops_without_inputs_and_empty_arrays_are_exempt():
+    listener = gv.NonInplaceValidationListener()
+    base = np.arange(6.0)
+    listener.pre_op(None, fake("create_view", ("a", "d")), [base, np.array([1, 2, 1, 0, 3, 1, 1])])
+    base[0] = 50.0
+    listener.post_op(None, fake("create_view", ("a", "d")), [base], [base[0:3]])
+    listener.pre_op(None, fake("uniform", ()), [])
+    listener.post_op(None, fake("uniform", ()), [], [np.zeros(3)])
+    empty = np.zeros((0, 3))
+    listener.pre_op(None, fake("neg"), [empty])
+    listener.post_op(None, fake("neg"), [empty], [np.zeros((0, 3))])
+    assert listener.violations == []
+
+
+def test_outputs_aliasing_inputs_are_reported_unless_the_op_is_a_view_or_inplace():
+    listener = gv.NonInplaceValidationListener()
+    x = np.arange(6.0)
+    listener.pre_op(None, fake("neg", ("x",)), [x])
+    with pytest.raises(gv.InplaceModificationError, match=r"op neg \(node 'neg_node'\), input 0 \('x'\).*shares memory"):
+        listener.post_op(None, fake("neg", ("x",)), [x], [x[::2]])
+    for view_op in ("reshape", "transpose"):
+        listener.pre_op(None, fake(view_op, ("x",)), [x])
+        listener.post_op(None, fake(view_op, ("x",)), [x], [x.reshape(2, 3)])
+    listener.pre_op(None, fake("test_declared_inplace", ("b", "v")), [x, np.ones(6)])
+    listener.post_op(None, fake("test_declared_inplace", ("b", "v")), [x, np.ones(6)], [x])
+    assert len(listener.violations) == 1
+
+
+def test_real_views_and_a_whole_training_step_raise_nothing():
+    g = gv.Graph()
+    x = g.placeholder("x", (None, 4))
+    w = g.var("w", np.random.default_rng(0).normal(size=(4, 3)))
+    h = g.shape.reshape(g.math.transpose(g.nn.sigmoid(x @ w)), (-1,))
+    g.set_loss(g.math.sum(g.nn.softmax(g.shape.reshape(h, (3, -1)), axis=0) * g.math.sin(h[2:])[0]))
+    listener = gv.NonInplaceValidationListener()
+    feeds = {"x": transposed(np.random.default_rng(1).normal(size=(5, 4)))}
+    g.calculate_gradients(feeds, ["w"], listeners=[listener])
+    g.output(feeds, g.losses, listeners=[listener])
+    assert listener.violations == [] and listener.checked_ops > 10
+
+
+def test_listeners_attached_to_the_graph_run_on_every_call():
+    g = gv.Graph()
+    x = g.placeholder("x", (2,))
+    y = writes_input(x)
+    g.listeners.append(gv.NonInplaceValidationListener())
+    with pytest.raises(gv.InplaceModificationError):
+        g.output({"x": np.zeros(2)}, [y])
+
+
+def test_profiling_listener_counts_calls_time_and_bytes():
+    g = gv.Graph()
+    x = g.placeholder("x", (100,))
+    y = g.math.exp(g.math.sin(x) + g.math.cos(x))
+    profiler = gv.ProfilingListener()
+    for _ in range(3):
+        g.output({"x": np.ones(100)}, [y], listeners=[profiler])
+    rows = {row["op"]: row for row in profiler.rows()}
+    assert set(rows) == {"sin", "cos", "add", "exp"}
+    assert rows["add"]["calls"] == 3 and rows["add"]["bytes_in"] == 3 * 1600 and rows["add"]["bytes_out"] == 3 * 800
+    assert all(row["seconds"] > 0 for row in rows.values())
+    assert [r["op"] for r in profiler.rows("op")] == ["add", "cos", "exp", "sin"]
+    table = profiler.table()
+    assert table.splitlines()[0].split()[:3] == ["op", "calls", "total"] and "exp" in table
+    with pytest.raises(ValueError, match="sort must be one of"):
+        profiler.rows("colour")
+
+
+def test_debug_listener_prints_each_op_with_shapes():
+    g = gv.Graph()
+    x = g.placeholder("x", (2, 3))
+    g.math.sum(g.math.cast(x, "float32", name="as32"), axis=1, name="total")
+    out = io.StringIO()
+    debug = gv.DebugListener(file=out)
+    g.output({"x": np.ones((2, 3))}, ["total"], listeners=[debug])
+    assert debug.lines == ["as32 = cast((2, 3) float64) -> (2, 3) float32", "total = sum((2, 3) float32) -> (2,) float32"]
+    assert out.getvalue().splitlines() == debug.lines
+
+
+def test_the_listener_base_has_op_iteration_and_epoch_hooks_that_do_nothing():
+    listener = gv.Listener()
+    for hook in ("pre_op", "post_op", "iteration_start", "iteration_end", "epoch_start", "epoch_end"):
+        assert callable(getattr(listener, hook))
+    assert listener.iteration_start(None) is None and listener.epoch_end(None, [1.0]) is None
+
+
+arrays = st.sampled_from([np.float64, np.float32, np.int64, np.int32, np.bool_]).flatmap(
+    lambda dtype: st.tuples(st.integers(1, 40), st.integers(1, 40), st.sampled_from(["c", "t", "s", "r"]),
+                            st.integers(0, 10_000), st.just(dtype)))
+
+
+def _layout(rows, cols, kind, dtype):
+    base = (np.random.default_rng(rows * 41 + cols).normal(size=(rows, cols)) * 5).astype(dtype)
+    return {"c": base, "t": transposed(base), "s": strided(base), "r": base[::-1]}[kind]
+
+
+@given(arrays)
+def test_fingerprints_follow_logical_order_and_locate_a_changed_element(case):
+    rows, cols, kind, seed, dtype = case
+    array = _layout(rows, cols, kind, dtype)
+    hashes, digests = checksum.fingerprint(array, digests=True)
+    contiguous_hashes, _ = checksum.fingerprint(np.ascontiguousarray(array))
+    np.testing.assert_array_equal(hashes, contiguous_hashes)
+    assert checksum.first_change(array, hashes, digests) == -1
+    flat = seed % array.size
+    index = np.unravel_index(flat, array.shape)
+    array[index] = ~array[index] if dtype == np.bool_ else array[index] + 1
+    found = checksum.first_change(array, hashes, digests)
+    block_start = flat // checksum.BLOCK * checksum.BLOCK
+    assert found == flat or (found == block_start and checksum.fingerprint(array, True)[1][flat] == digests[flat])
+
+
+def test_fingerprints_see_bit_changes_that_compare_equal():
+    array = np.zeros(5000)
+    hashes, digests = checksum.fingerprint(array, digests=True)
+    array[4321] = -0.0
+    assert checksum.first_change(array, hashes, digests) in (4321, 4096)
+    swapped = np.arange(10.0)
+    before = checksum.fingerprint(swapped)[0]
+    swapped[[3, 7]] = swapped[[7, 3]]
+    assert not np.array_equal(before, checksum.fingerprint(swapped)[0])

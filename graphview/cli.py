@@ -6,8 +6,9 @@ violation, 2 for usage or input errors, which are one line on stderr (the
 traceback only with ``--debug``). See adr/0011-cli-design.md.
 """
 import argparse
-import inspect
+import os
 import sys
+import threading
 import time
 
 PASSED, FAILED, USAGE = 0, 1, 2
@@ -125,6 +126,10 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("graphview: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `graphview ops | head`: the reader left; say nothing more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except Exception as error:  # noqa: BLE001 - every failure becomes one line and exit status 2
         if debug:
             import traceback
@@ -246,23 +251,16 @@ def _check_target(args, options):
     if args.skip is not None:
         options["skip"] = tuple(args.skip)
     start = time.perf_counter()
-    bar = None
-    if "progress" in inspect.signature(check_gradients).parameters:
-        bar = _progress(args, desc="gradcheck", unit="elem")
-        options["progress"] = _bar_callback(bar)
     try:
-        report = check_gradients(graph, placeholders, **options)
+        with _Elapsed(args, f"gradcheck {args.target}"):
+            report = check_gradients(graph, placeholders, **options)
     except InplaceModificationError as error:
         print(f"FAILED: the non-inplace validation listener stopped the check: {error}")
         document = {"target": args.target, "passed": False, "variables": [], "failures": [],
                     "violations": [str(error)]}
         testcase = (f"gradcheck.{args.target}", "non-inplace validation", 0.0, "failure", str(error), "")
         return document, cli_report.junit(f"graphview.gradcheck.{args.target}", [testcase]), False
-    finally:
-        if bar is not None:
-            bar.close()
     seconds = time.perf_counter() - start
-    options.pop("progress", None)
     passed = bool(report.passed)
     if not args.quiet:
         print(str(report))
@@ -274,13 +272,36 @@ def _check_target(args, options):
     return document, junit, passed
 
 
-def _bar_callback(bar):
-    def update(done, total=None):
-        if total is not None and bar.total != total:
-            bar.total = total
-        bar.n = done
-        bar.refresh()
-    return update
+class _Elapsed:
+    """A status line on stderr while one long call runs, shown once it has taken a second.
+
+    ``check_gradients`` reports nothing until it returns, so a single target shows the
+    time spent rather than a fraction done; the op suite has a real bar (one step per sample).
+    """
+
+    def __init__(self, args, description):
+        self.show = not args.quiet and sys.stderr.isatty()
+        self.description = description
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._tick, daemon=True)
+
+    def _tick(self):
+        if self.stop.wait(1.0):
+            return
+        from tqdm import tqdm
+        with tqdm(file=sys.stderr, desc=self.description, bar_format="{desc}: {elapsed} elapsed", leave=False) as bar:
+            while not self.stop.wait(0.5):
+                bar.refresh()
+
+    def __enter__(self):
+        if self.show:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.show:
+            self.thread.join()
 
 
 def _check_suite(args, options):

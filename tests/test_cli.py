@@ -1,0 +1,270 @@
+"""The graphview command, through main(argv) and through a subprocess for the exit codes."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+import graphview as gv
+from graphview import registry
+from graphview.cli import main
+from graphview.targets import load_target
+from optable import build
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MLP = os.path.join(ROOT, "examples", "mlp.py") + ":build"
+
+
+def run(*argv, cwd=ROOT):
+    """The command in a fresh interpreter: (exit status, stdout, stderr)."""
+    done = subprocess.run([sys.executable, "-m", "graphview", *argv], capture_output=True, text=True, cwd=cwd,
+                          env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+    return done.returncode, done.stdout, done.stderr
+
+
+def _usage_error(capsys, argv, message):
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1, f"one line on stderr, got {err!r}"
+    assert "Traceback" not in err
+    assert message in err, err
+    return err
+
+
+# --- main(argv) ------------------------------------------------------------------
+
+def test_version_and_help(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"graphview {gv.__version__}"
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for command in ("gradcheck", "summary", "ops", "dot"):
+        assert command in out
+
+
+def test_ops_lists_every_registered_op(capsys):
+    assert main(["ops"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    listed = {line.split()[0] for line in lines[2:-1]}
+    assert listed == set(gv.ops())
+    tanh = next(line.split() for line in lines if line.startswith("tanh "))
+    samples = len(list(registry.get("tanh").samples()))
+    assert tanh[1:] == ["elementwise", "yes", "no", "no", str(samples), f"{samples}/{samples}", "samples"]
+
+
+def test_gradcheck_of_a_function_target_writes_json_and_junit(capsys, tmp_path):
+    report, junit = tmp_path / "report.json", tmp_path / "report.xml"
+    assert main(["gradcheck", MLP, "--max-per-param", "7", "--json", str(report), "--junit", str(junit)]) == 0
+    out, err = capsys.readouterr()
+    assert "PASSED" in out and "hidden/w" in out and err == ""
+    document = json.loads(report.read_text())
+    assert document["passed"] is True and document["failures"] == [] and document["violations"] == []
+    assert document["options"] == {"max_per_param": 7}
+    rows = {row["variable"]: row for row in document["variables"]}
+    assert set(rows) == {"hidden/w", "hidden/b", "output/w", "output/b"}
+    assert rows["hidden/w"]["checked"] == 7 and rows["hidden/b"]["checked"] == 5
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite.get("tests") == "5" and suite.get("failures") == "0"
+    assert {case.get("name") for case in suite.iter("testcase")} == set(rows) | {"non-inplace validation"}
+
+
+def test_gradcheck_of_a_graph_file_with_stored_and_npz_inputs(capsys, tmp_path):
+    graph, placeholders = load_target(MLP)
+    graph.save(tmp_path / "mlp.gvz", placeholders=placeholders)
+    assert main(["gradcheck", str(tmp_path / "mlp.gvz"), "--wrt", "output/b", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("PASSED") and out.count("\n") == 1
+    np.savez(tmp_path / "batch.npz", x=np.ones((3, 4)), y=np.array([0, 1, 2]))
+    assert main(["gradcheck", str(tmp_path / "mlp.gvz"), "--inputs", str(tmp_path / "batch.npz"), "--fast"]) == 0
+    np.savez(tmp_path / "wrong.npz", x=np.ones((3, 7)))
+    _usage_error(capsys, ["gradcheck", str(tmp_path / "mlp.gvz"), "--inputs", str(tmp_path / "wrong.npz")],
+                 "placeholder 'x' expects shape (?, 4)")
+
+
+def test_gradcheck_of_the_op_suite_prints_coverage(capsys, tmp_path):
+    report, junit = tmp_path / "ops.json", tmp_path / "ops.xml"
+    assert main(["gradcheck", "--ops", "tanh,matmul,argmax", "--json", str(report), "--junit", str(junit)]) == 0
+    out = capsys.readouterr().out
+    assert "2/2 differentiable ops covered" in out and "not differentiable" in out
+    document = json.loads(report.read_text())
+    assert [row["op"] for row in document["ops"]] == ["tanh", "matmul", "argmax"]
+    assert {row["op"]: row["status"] for row in document["ops"]} == {
+        "tanh": "ok", "matmul": "ok", "argmax": "not differentiable"}
+    cases = [c for c in document["cases"] if c["op"] == "tanh"]
+    assert len(cases) == len(list(registry.get("tanh").samples())) and all(c["status"] == "passed" for c in cases)
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert int(suite.get("tests")) == len(document["cases"]) and suite.get("failures") == "0"
+    assert int(suite.get("skipped")) == sum(c["status"] == "skipped" for c in document["cases"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["gradcheck", "missing.gvz"], "missing.gvz: no such graph file"),
+    (["gradcheck", "examples/nope.py:build"], "no such file 'examples/nope.py'"),
+    (["gradcheck", "examples/mlp.py:nothing"], "has no function 'nothing'"),
+    (["gradcheck", "no_such_module_xyz:build"], "cannot import no_such_module_xyz"),
+    (["gradcheck", "--ops", "frobnicate"], "no registered op named 'frobnicate'"),
+    (["gradcheck", MLP, "--ops", "tanh"], "--ops is for the built-in op suite"),
+    (["gradcheck", "--wrt", "w"], "--wrt needs a TARGET"),
+    (["gradcheck", MLP, "--wrt", "nope"], "UnknownNameError"),
+    (["gradcheck", MLP, "--eps", "0"], "argument --eps: '0' must be greater than 0"),
+    (["gradcheck", MLP, "--subset", "all"], "invalid choice: 'all'"),
+    (["gradcheck", MLP, "--inputs", "missing.npz"], "--inputs missing.npz: no such file"),
+    (["gradcheck", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["summary"], "the following arguments are required: TARGET"),
+    (["launch"], "invalid choice: 'launch'"),
+    ([], "give a command"),
+])
+def test_usage_and_input_errors_are_one_line_with_status_2(capsys, argv, message, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    _usage_error(capsys, argv, message)
+
+
+def test_targets_that_do_not_give_a_usable_graph(capsys, tmp_path):
+    (tmp_path / "targets.py").write_text(textwrap.dedent("""
+        import graphview as gv
+
+        def number():
+            return 42
+
+        def no_loss():
+            g = gv.Graph("plain")
+            g.placeholder("x", (2,))
+            return g, {}
+
+        def broken():
+            raise RuntimeError("the data is missing")
+    """))
+    target = str(tmp_path / "targets.py")
+    _usage_error(capsys, ["gradcheck", f"{target}:number"], "must return (graph, placeholders)")
+    _usage_error(capsys, ["gradcheck", f"{target}:no_loss"], "has no loss; call g.set_loss")
+    _usage_error(capsys, ["summary", f"{target}:broken"], "raised RuntimeError: the data is missing")
+    assert main(["summary", f"{target}:no_loss"]) == 0
+
+
+def test_corrupt_graph_file_is_an_input_error(capsys, tmp_path):
+    (tmp_path / "bad.gvz").write_bytes(b"PK\x03\x04 not really a zip")
+    _usage_error(capsys, ["summary", str(tmp_path / "bad.gvz")], "bad.gvz")
+
+
+def test_summary_of_a_file_and_of_a_function(capsys, tmp_path):
+    graph, placeholders = load_target(MLP)
+    graph.save(tmp_path / "mlp.gvz", placeholders=placeholders)
+    assert main(["summary", str(tmp_path / "mlp.gvz")]) == 0
+    from_file = capsys.readouterr().out
+    assert from_file.startswith(graph.summary())
+    assert "losses: loss" in from_file and "stored placeholder values: x, y" in from_file
+    assert main(["summary", MLP]) == 0
+    assert capsys.readouterr().out == from_file
+
+
+def test_dot_marks_views_and_in_place_writes(capsys, tmp_path):
+    graph = gv.Graph("marks")
+    x = graph.placeholder("x", (2, 3))
+    graph.set_loss(graph.math.sum(graph.shape.reshape(x, (3, 2)), name="loss"))
+    graph.save(tmp_path / "marks.gvz")
+    assert main(["dot", str(tmp_path / "marks.gvz")]) == 0
+    dot = capsys.readouterr().out
+    assert dot.startswith('digraph "marks" {') and dot.rstrip().endswith("}")
+    assert '"x" -> "reshape" [color=blue, style=dashed, label="view of"' in dot
+    assert "(view)" in dot and "peripheries=2" in dot
+    inplace = [d for d in registry.definitions() if d.inplace and d.samples]
+    if not inplace:
+        pytest.skip("no in-place op is registered")
+    definition = inplace[0]
+    graph, output, _ = build(definition.name, list(definition.samples())[0])
+    from graphview.dot import to_dot
+    dot = to_dot(graph)
+    written = graph.node(output.name).inputs[definition.inplace[0]]
+    assert f'"{written}" -> "{output.name}" [color=red, style=bold, label="writes"' in dot
+    assert "(in-place)" in dot
+
+
+def test_dot_quotes_awkward_names():
+    from graphview.dot import quote
+    assert quote('a "b"\\c\nd') == '"a \\"b\\"\\\\c\\nd"'
+
+
+# --- a fresh interpreter: exit codes, tracebacks, python -m -------------------------
+
+FAULTY = textwrap.dedent('''
+    import numpy as np
+    import graphview as gv
+
+    def _copy(x, out):
+        out[...] = x
+
+    def _clobber(x, out):
+        out[...] = x
+        x[...] = 0.0          # writes into its input, which it does not declare
+
+    # d(x^2)/dx is 2x; this rule forgets the 2.
+    square_wrong = gv.defop("square_wrong", shape=lambda x: x, kernel=lambda x, out: np.multiply(x, x, out=out),
+                            vjp=lambda grad, out, x: (grad * x,))
+    clobber = gv.defop("clobber", shape=lambda x: x, kernel=_clobber, vjp=lambda grad, out, x: (grad,))
+
+    def wrong_gradient():
+        g = gv.Graph("wrong")
+        w = g.var("w", np.array([1.0, 2.0, 3.0]))
+        g.set_loss(g.math.sum(square_wrong(w), name="loss"))
+        return g, {}
+
+    def writes_input():
+        g = gv.Graph("clobbering")
+        w = g.var("w", np.array([1.0, 2.0, 3.0]))
+        g.set_loss(g.math.sum(clobber(w * 1.0), name="loss"))
+        return g, {}
+''')
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("faulty")
+    (folder / "faulty.py").write_text(FAULTY)
+    return folder
+
+
+def test_a_wrong_gradient_exits_1_with_the_failing_elements(faulty):
+    status, out, err = run("gradcheck", "faulty.py:wrong_gradient", "--json", "r.json", "--junit", "r.xml",
+                           cwd=faulty)
+    assert status == 1, err
+    assert "FAILED" in out and "w[0]" in out and err == ""
+    document = json.loads((faulty / "r.json").read_text())
+    assert document["passed"] is False
+    assert {(f["variable"], tuple(f["index"])) for f in document["failures"]} == {("w", (0,)), ("w", (1,)), ("w", (2,))}
+    failure = document["failures"][1]
+    assert failure["analytic"] == pytest.approx(2.0) and failure["numeric"] == pytest.approx(4.0, rel=1e-6)
+    suite = ET.parse(faulty / "r.xml").getroot().find("testsuite")
+    assert suite.get("failures") == "1"
+    assert suite.find("testcase[@name='w']/failure") is not None
+
+
+def test_an_op_writing_its_input_exits_1_with_the_violation(faulty):
+    status, out, err = run("gradcheck", "faulty.py:writes_input", "--json", "v.json", cwd=faulty)
+    assert status == 1, err
+    document = json.loads((faulty / "v.json").read_text())
+    assert document["violations"] and "clobber" in document["violations"][0]
+    status, out, err = run("gradcheck", "faulty.py:writes_input", "--no-validate-inplace", cwd=faulty)
+    assert status == 0 and "0 in-place violations" in out, "without the listener, the write goes unnoticed"
+
+
+def test_exit_2_is_one_line_and_debug_shows_the_traceback(faulty):
+    status, out, err = run("gradcheck", "missing.gvz", cwd=faulty)
+    assert status == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    status, out, err = run("gradcheck", "missing.gvz", "--debug", cwd=faulty)
+    assert status == 2 and "Traceback" in err and err.rstrip().endswith("no such graph file (a TARGET is a graph "
+                                                                        "file, file.py:function or "
+                                                                        "package.module:function)")
+
+
+def test_python_dash_m_and_the_console_script_behave_alike():
+    status, out, err = run("--version")
+    assert (status, out.strip(), err) == (0, f"graphview {gv.__version__}", "")
+    script = os.path.join(os.path.dirname(sys.executable), "graphview")
+    if not os.path.exists(script):
+        pytest.skip("the graphview console script is not installed (pip install -e .)")
+    done = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, out)

@@ -23,6 +23,19 @@ from graphview.training import (SGD, Adam, AdamW, CheckpointListener, EarlyStopp
                                 ScoreListener, TrainingConfig)
 # end training
 
+# layouts engineer (issue 8): dims, layout views, rearrange, masking
+from graphview.dims import Dim, DimError, batch_dim  # noqa: E402
+from graphview.layouts.table import dims_of, lengths_of, mask_of, set_dims, unmasked  # noqa: E402
+from graphview.layouts.views import (ClassView, DataView, ImageView, LayoutError, ListView,  # noqa: E402
+                                     SequenceView)
+from graphview.rearrange import PatternError, rearrange  # noqa: E402
+from graphview.ops.masked import PUBLIC as _MASKED  # noqa: E402
+masked_sum, masked_mean, masked_max, masked_min, masked_logsumexp = (
+    _MASKED[f"masked_{n}"] for n in ("sum", "mean", "max", "min", "logsumexp"))
+masked_softmax, masked_log_softmax = _MASKED["masked_softmax"], _MASKED["masked_log_softmax"]
+masked_softmax_cross_entropy = _MASKED["masked_softmax_cross_entropy"]
+# end layouts
+
 VARIABLE, CONSTANT, PLACEHOLDER, ARRAY = Kind.VARIABLE, Kind.CONSTANT, Kind.PLACEHOLDER, Kind.ARRAY
 
 __version__ = "0.1.0"
@@ -32,6 +45,10 @@ __all__ = [
     "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "ops", "Sample",
     "GraphviewError", "ShapeError", "DTypeError", "IndexDescriptorError", "InplaceModificationError",
     "GraphFileError", "NameConflictError", "UnknownNameError", "PlaceholderError", "ExecutionError",
+    "Dim", "DimError", "batch_dim", "dims_of", "lengths_of", "mask_of", "set_dims", "unmasked", "DataView",
+    "ImageView", "SequenceView", "ClassView", "ListView", "LayoutError", "rearrange", "PatternError",  # layouts
+    "masked_sum", "masked_mean", "masked_max", "masked_min", "masked_logsumexp", "masked_softmax",
+    "masked_log_softmax", "masked_softmax_cross_entropy",  # layouts: masked ops
     "data", "SGD", "Adam", "AdamW", "RMSProp", "TrainingConfig", "ScoreListener", "EarlyStoppingListener",
     "CheckpointListener",  # training
     "indexing", "point", "interval", "all", "new_axis",  # views

@@ -129,8 +129,14 @@ class Graph:
                 self._nx.add_edge(source, name, position=position)
         return Variable(self, name)
 
-    def placeholder(self, name, shape, dtype="float64"):
-        """A value fed at run time; a dim of ``shape`` may be None (any size)."""
+    def placeholder(self, name, shape=None, dtype="float64", *, dims=None, lengths=None):
+        """A value fed at run time; a dim of ``shape`` may be None (any size).
+
+        ``dims`` tags each axis with a gv.Dim; ``lengths`` maps a dynamic dim to the
+        name of its int lengths placeholder (see graphview/layouts/table.py)."""
+        if dims is not None or lengths is not None:  # layouts (issue 8): dims side table
+            from graphview.layouts.table import dimmed_placeholder
+            return dimmed_placeholder(self, name, shape, dtype, dims, lengths)
         dtype = dtypes.as_dtype(dtype, f"placeholder {name!r}")
         shape = _check_shape(shape, f"placeholder {name!r}", allow_none=True)
         return self._add_node(self._new_name(name, "placeholder"), Kind.PLACEHOLDER, None, (), (), shape, dtype)

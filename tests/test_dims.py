@@ -167,3 +167,10 @@ def test_conflicting_dims_in_broadcasting_become_unknown():
 def test_a_dim_is_not_an_axis_number():
     with pytest.raises(gv.DimError, match="is a dim, not an axis number"):
         [1, 2, 3][gv.Dim("x")]
+
+
+def test_ops_that_convert_axes_with_int_say_why_a_dim_is_refused():
+    g, seq, time, feature = _sequence_graph()
+    with pytest.raises(gv.DimError, match="is a dim, not an axis number"):
+        g.shape.permute(seq, time, gv.batch_dim, feature)
+    assert gv.dims_of(gv.rearrange(seq, "b t f -> t b f")) == (time, gv.batch_dim, feature)

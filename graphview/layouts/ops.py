@@ -13,7 +13,7 @@ import numpy as np
 from graphview import dtypes
 from graphview.errors import ShapeError
 from graphview.registry import defop
-from graphview.shapes import format_shape, normalize_axis
+from graphview.shapes import normalize_axis
 from graphview.testing import Sample, strided, transposed
 from kernels.elementwise import copy as copy_kernel
 
@@ -117,6 +117,3 @@ split_axis = defop("split_axis", shape=_split_shape, kernel=_split_view, view=Tr
                    reference=lambda x, axis, sizes: np.reshape(x, _split_shape(x.shape, axis, sizes)),
                    family="shape", doc="Axis ``axis`` of x split into ``sizes`` (one may be -1); always a view.")
 
-
-def describe(shape):
-    return format_shape(shape)

@@ -89,26 +89,42 @@ def masked_reduce(x, lengths, out, mode, reduce_batch, reduce_time):
 
 @njit(**JIT)
 def masked_softmax(x, lengths, out, log):
-    """Softmax (log-softmax when ``log``) of x (B, T, R) along T over t < lengths[b]; 0 at padding."""
+    """Softmax (log-softmax when ``log``) of x (B, T, R) along T over t < lengths[b]; 0 at padding.
+
+    The loops keep r innermost, so every pass reads x and writes out contiguously.
+    """
     B, T, R = x.shape
+    top = np.empty(R)
+    total = np.empty(R)
     for b in range(B):
         valid = lengths[b]
+        top[:] = -np.inf
+        total[:] = 0.0
+        for t in range(valid):
+            for r in range(R):
+                if x[b, t, r] > top[r]:
+                    top[r] = x[b, t, r]
         for r in range(R):
-            top = -np.inf
+            if top[r] == -np.inf:
+                top[r] = 0.0
+        for t in range(valid):
+            for r in range(R):
+                e = np.exp(x[b, t, r] - top[r])
+                total[r] += e
+                if not log:
+                    out[b, t, r] = e
+        if log:
+            for r in range(R):
+                total[r] = top[r] + np.log(total[r])
             for t in range(valid):
-                if x[b, t, r] > top:
-                    top = x[b, t, r]
-            if top == -np.inf:
-                top = 0.0
-            total = 0.0
+                for r in range(R):
+                    out[b, t, r] = x[b, t, r] - total[r]
+        else:
             for t in range(valid):
-                total += np.exp(x[b, t, r] - top)
-            for t in range(valid):
-                if log:
-                    out[b, t, r] = x[b, t, r] - top - np.log(total)
-                else:
-                    out[b, t, r] = np.exp(x[b, t, r] - top) / total
-            for t in range(valid, T):
+                for r in range(R):
+                    out[b, t, r] /= total[r]
+        for t in range(valid, T):
+            for r in range(R):
                 out[b, t, r] = 0.0
 
 

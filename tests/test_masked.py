@@ -179,3 +179,25 @@ def test_gradients_of_masked_softmax_and_losses():
                 + g.loss.softmax_cross_entropy(scaled, labels)
                 + g.loss.mean_squared_error(scaled, g.math.tanh(scaled)))
     _gradient_check(build)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=3), st.booleans(), st.booleans())
+def test_masked_softmax_matches_numpy_on_random_lengths_and_layouts(lengths, time_major, log):
+    batch = len(lengths)
+    shape = (4, batch, 3) if time_major else (batch, 4, 3)
+    data = np.random.default_rng(batch).normal(size=shape)
+    g = gv.Graph()
+    x, n = g.placeholder("x", shape=shape), g.placeholder("n", shape=(batch,), dtype="int64")
+    axes = dict(batch_axis=1, time_axis=0) if time_major else dict(batch_axis=0, time_axis=1)
+    op = gv.masked_log_softmax if log else gv.masked_softmax
+    result = g.output({"x": data, "n": np.array(lengths)}, [op(x, n, **axes)])
+    got = next(iter(result.values()))
+    batch_major = data.transpose(1, 0, 2) if time_major else data
+    expected = np.zeros_like(batch_major)
+    for b, length in enumerate(lengths):
+        valid = batch_major[b, :length]
+        shifted = valid - valid.max(axis=0, keepdims=True) if length else valid
+        logs = shifted - np.log(np.exp(shifted).sum(axis=0, keepdims=True))
+        expected[b, :length] = logs if log else np.exp(logs)
+    np.testing.assert_allclose(got.transpose(1, 0, 2) if time_major else got, expected, rtol=1e-12, atol=1e-15)

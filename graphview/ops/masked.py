@@ -271,6 +271,9 @@ def _softmax_kernel(log, op):
         lengths = checked_lengths(op, lengths, x, b, t)
         moved, order = canonical(x, b, t)
         x3 = moved.reshape(x.shape[b], x.shape[t], int(np.prod(moved.shape[2:], dtype=np.int64)))
+        if order == list(range(x.ndim)):   # already batch-major: write straight into out
+            kernels.masked_softmax(x3, lengths, out.reshape(x3.shape), log)
+            return
         result = np.empty(x3.shape, out.dtype)
         kernels.masked_softmax(x3, lengths, result, log)
         place(result.reshape(moved.shape), order, out, list(range(x.ndim)))

@@ -196,8 +196,9 @@ def test_masked_softmax_matches_numpy_on_random_lengths_and_layouts(lengths, tim
     batch_major = data.transpose(1, 0, 2) if time_major else data
     expected = np.zeros_like(batch_major)
     for b, length in enumerate(lengths):
-        valid = batch_major[b, :length]
-        shifted = valid - valid.max(axis=0, keepdims=True) if length else valid
-        logs = shifted - np.log(np.exp(shifted).sum(axis=0, keepdims=True))
-        expected[b, :length] = logs if log else np.exp(logs)
+        if length:
+            valid = batch_major[b, :length]
+            shifted = valid - valid.max(axis=0, keepdims=True)
+            logs = shifted - np.log(np.exp(shifted).sum(axis=0, keepdims=True))
+            expected[b, :length] = logs if log else np.exp(logs)
     np.testing.assert_allclose(got.transpose(1, 0, 2) if time_major else got, expected, rtol=1e-12, atol=1e-15)

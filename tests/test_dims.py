@@ -154,6 +154,8 @@ def test_shape_rules_carry_dims():
     gv.set_dims(w, (feature, hidden))
     assert gv.dims_of(seq @ w) == (gv.batch_dim, time, hidden)
     assert gv.dims_of(g.math.cast(seq, "float32")) == (gv.batch_dim, time, feature)
+    picked = g.shape.gather(seq, np.array([0, 0]), axis=2)
+    assert gv.dims_of(picked) == (gv.batch_dim, time, None)
 
 
 def test_conflicting_dims_in_broadcasting_become_unknown():

@@ -290,6 +290,9 @@ def _rule(definition, in_dims, in_shapes, attrs, out_shape):
     if op == "concat":
         axis = normalize_axis(attrs.get("axis", 0), len(first))
         return tuple(None if i == axis else d for i, d in enumerate(first))
+    if op == "gather":
+        axis = normalize_axis(attrs.get("axis", 0), len(first))
+        return tuple(first[:axis]) + (None,) * len(in_shapes[1]) + tuple(first[axis + 1:])
     if op == "matmul" and len(first) >= 2 and len(in_dims[1]) >= 2 and len(out_shape) == len(first):
         return tuple(first[:-1]) + (in_dims[1][-1],)
     return None

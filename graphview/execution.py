@@ -427,7 +427,7 @@ def _runner(definition, attrs, shape, dtype, in_shapes, in_contiguous, copies=()
         return run_dynamic
     size = int(np.prod(shape, dtype=np.int64))
     if (isinstance(kernel, elementwise.Elementwise) and size < PARALLEL_THRESHOLD and not attrs
-            and all(in_contiguous) and all(s == shape for s in in_shapes)):
+            and all(in_contiguous) and all(elementwise.flat_broadcast(s, shape) for s in in_shapes)):
         contiguous = kernel.contiguous
 
         def run_contiguous(*inputs):

@@ -2,9 +2,10 @@
 
 Every op gets two compiled forms from the same scalar function:
 
-* ``contiguous(*inputs, out, lo, hi)``: a flat loop over C-contiguous arrays of
-  the output's shape (an input of one element is read as a scalar), run in
-  chunks on threads for large arrays;
+* ``contiguous(*inputs, out, lo, hi)``: a flat loop over C-contiguous operands
+  of the output's shape, of one element (read as a scalar) or of the output's
+  trailing axes (read periodically, as a bias row), run in chunks on threads
+  for large arrays;
 * ``strided(*inputs, out)``: four nested loops over 4-D arrays of any strides.
   The launcher broadcasts the inputs to the output's shape (stride 0), merges
   axes that are contiguous in every operand, and pads or splits the result to
@@ -49,7 +50,9 @@ class Elementwise:
         if size < PARALLEL_THRESHOLD or WORKERS == 1:
             self.contiguous(*arrays, 0, size)
         else:
-            futures = [pool().submit(self.contiguous, *arrays, lo, hi) for lo, hi in chunks(size)]
+            period = min([a.size for a in arrays[:-1] if 1 < a.size < size] or [1])
+            futures = [pool().submit(self.contiguous, *arrays, lo * period, hi * period)
+                       for lo, hi in chunks(size // period)]
             for future in futures:
                 future.result()
         return out
@@ -62,9 +65,25 @@ RANK = 4
 
 
 def fits_contiguous(array, shape):
-    """Whether the flat contiguous kernels can read ``array`` for an output of ``shape``:
-    C-contiguous with the output's shape, or a single element (read as a scalar)."""
-    return array.flags.c_contiguous and (array.shape == shape or array.size == 1)
+    """Whether the flat contiguous kernels can read ``array`` for an output of ``shape``."""
+    return array.flags.c_contiguous and flat_broadcast(array.shape, shape)
+
+
+def flat_broadcast(operand, shape):
+    """Whether an operand of shape ``operand`` broadcasts to ``shape`` by repeating its flat
+    data: the same shape, one element (read as a scalar), or the trailing axes of ``shape``
+    (a bias row); the flat kernels then read it with period ``operand``'s size."""
+    if operand == shape:
+        return True
+    size = 1
+    for dim in operand:
+        size *= dim
+    if size == 1:
+        return True
+    core = tuple(operand)
+    while core and core[0] == 1:
+        core = core[1:]
+    return len(core) <= len(shape) and tuple(shape[len(shape) - len(core):]) == core
 
 
 def four_axis_blocks(arrays):
@@ -102,8 +121,20 @@ def unary(scalar):
     def contiguous(a, out, lo, hi):
         x = a.reshape(a.size)
         z = out.reshape(out.size)
-        for i in range(lo, hi):
-            z[i] = scalar(x[i])
+        n = z.size
+        if x.size == n:
+            # Slices indexed from 0 let LLVM vectorize the loop.
+            xs = x[lo:hi]
+            zs = z[lo:hi]
+            for i in range(hi - lo):
+                zs[i] = scalar(xs[i])
+            return
+        p = row_length(n, x.size, 0, 0)
+        sx = 1 if x.size > 1 else 0
+        for start in range(lo, hi, p):
+            ox = (start % x.size) * sx
+            for c in range(p):
+                z[start + c] = scalar(x[ox + c * sx])
 
     @njit(**JIT)
     def strided(a, out):
@@ -119,26 +150,39 @@ def unary(scalar):
 def binary(scalar):
     @njit(**JIT)
     def contiguous(a, b, out, lo, hi):
-        # A size-1 operand broadcasts as a scalar; separate loops keep each one vectorizable.
         x = a.reshape(a.size)
         y = b.reshape(b.size)
         z = out.reshape(out.size)
-        if x.size == z.size and y.size == z.size:
-            for i in range(lo, hi):
-                z[i] = scalar(x[i], y[i])
-        elif x.size == z.size:
+        n = z.size
+        if x.size == n and y.size == n:
+            xs = x[lo:hi]
+            ys = y[lo:hi]
+            zs = z[lo:hi]
+            for i in range(hi - lo):
+                zs[i] = scalar(xs[i], ys[i])
+            return
+        if x.size == n and y.size == 1:
+            xs = x[lo:hi]
+            zs = z[lo:hi]
             right = y[0]
-            for i in range(lo, hi):
-                z[i] = scalar(x[i], right)
-        elif y.size == z.size:
+            for i in range(hi - lo):
+                zs[i] = scalar(xs[i], right)
+            return
+        if x.size == 1 and y.size == n:
+            ys = y[lo:hi]
+            zs = z[lo:hi]
             left = x[0]
-            for i in range(lo, hi):
-                z[i] = scalar(left, y[i])
-        else:
-            left = x[0]
-            right = y[0]
-            for i in range(lo, hi):
-                z[i] = scalar(left, right)
+            for i in range(hi - lo):
+                zs[i] = scalar(left, ys[i])
+            return
+        p = row_length(n, x.size, y.size, 0)
+        sx = 1 if x.size > 1 else 0
+        sy = 1 if y.size > 1 else 0
+        for start in range(lo, hi, p):
+            ox = (start % x.size) * sx
+            oy = (start % y.size) * sy
+            for c in range(p):
+                z[start + c] = scalar(x[ox + c * sx], y[oy + c * sy])
 
     @njit(**JIT)
     def strided(a, b, out):
@@ -154,16 +198,29 @@ def binary(scalar):
 def ternary(scalar):
     @njit(**JIT)
     def contiguous(a, b, c, out, lo, hi):
-        # A size-1 operand broadcasts as a scalar: its step is 0.
         x = a.reshape(a.size)
         y = b.reshape(b.size)
         w = c.reshape(c.size)
         z = out.reshape(out.size)
-        sx = 1 if x.size == z.size else 0
-        sy = 1 if y.size == z.size else 0
-        sw = 1 if w.size == z.size else 0
-        for i in range(lo, hi):
-            z[i] = scalar(x[i * sx], y[i * sy], w[i * sw])
+        n = z.size
+        if x.size == n and y.size == n and w.size == n:
+            xs = x[lo:hi]
+            ys = y[lo:hi]
+            ws = w[lo:hi]
+            zs = z[lo:hi]
+            for i in range(hi - lo):
+                zs[i] = scalar(xs[i], ys[i], ws[i])
+            return
+        p = row_length(n, x.size, y.size, w.size)
+        sx = 1 if x.size > 1 else 0
+        sy = 1 if y.size > 1 else 0
+        sw = 1 if w.size > 1 else 0
+        for start in range(lo, hi, p):
+            ox = (start % x.size) * sx
+            oy = (start % y.size) * sy
+            ow = (start % w.size) * sw
+            for k in range(p):
+                z[start + k] = scalar(x[ox + k * sx], y[oy + k * sy], w[ow + k * sw])
 
     @njit(**JIT)
     def strided(a, b, c, out):
@@ -174,6 +231,17 @@ def ternary(scalar):
                         out[i, j, k, m] = scalar(a[i, j, k, m], b[i, j, k, m], c[i, j, k, m])
 
     return Elementwise(scalar.__name__, contiguous, strided)
+
+
+@njit(**JIT)
+def row_length(n, a, b, c):
+    """The shortest period among operands that repeat along leading axes (sizes strictly
+    between 1 and n); the launcher cuts chunks at multiples of it. n when none repeats."""
+    p = n
+    for size in (a, b, c):
+        if 1 < size < p:
+            p = size
+    return max(p, 1)
 
 
 # --- arithmetic -------------------------------------------------------------

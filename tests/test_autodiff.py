@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import graphview as gv
+from graphview import registry
 from graphview.autodiff import gradient_graph
 
 R = np.random.default_rng(42)
@@ -206,14 +207,17 @@ def test_placeholders_the_gradients_do_not_need_may_still_be_fed():
 
 
 def test_a_rule_giving_the_wrong_shape_is_a_clear_error():
-    gv.defop("test_autodiff_bad_shape", shape=lambda x: x, kernel=lambda x, out: np.copyto(out, x),
-             vjp=lambda g, out, x: (g.graph.math.sum(g),), reference=lambda x: x,
-             samples=lambda: [gv.Sample((np.ones(2),))])
-    g = gv.Graph()
-    x = g.var("x", np.ones((2, 3)))
-    g.set_loss(g.math.sum(gv.registry.op("test_autodiff_bad_shape")(x, name="bad")))
-    with pytest.raises(gv.ShapeError, match="test_autodiff_bad_shape.*'bad'.*shape \\(\\).*'x' of shape \\(2, 3\\)"):
-        g.calculate_gradients({}, "x")
+    bad = gv.defop("test_autodiff_bad_shape", shape=lambda x: x, kernel=lambda x, out: np.copyto(out, x),
+                   vjp=lambda g, out, x: (g.graph.math.sum(g),))
+    try:
+        g = gv.Graph()
+        x = g.var("x", np.ones((2, 3)))
+        g.set_loss(g.math.sum(bad(x, name="bad")))
+        with pytest.raises(gv.ShapeError, match="test_autodiff_bad_shape.*'bad'.*shape \\(\\).*'x' of shape \\(2, 3\\)"):
+            g.calculate_gradients({}, "x")
+    finally:
+        registry._REGISTRY.pop("test_autodiff_bad_shape", None)
+        registry._CALLABLES.pop("test_autodiff_bad_shape", None)
 
 
 def test_listeners_see_the_backward_ops():

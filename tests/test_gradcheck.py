@@ -6,16 +6,10 @@ import numpy as np
 import pytest
 
 import graphview as gv
+from graphview import registry
 from graphview.gradcheck import Failure, check_op, relative_error
-from graphview.registry import op as registered
 
 R = np.random.default_rng(3)
-
-
-def _define(name, **options):
-    if name not in gv.ops():
-        gv.defop(name, reference=lambda *a, **k: None, samples=lambda: [], **options)
-    return registered(name)
 
 
 def _square_kernel(x, out):
@@ -29,9 +23,6 @@ def _wrong_square_vjp(g, out, x):
     return (g * x * mask,)
 
 
-wrong_square = _define("test_wrong_square", shape=lambda x: x, kernel=_square_kernel, vjp=_wrong_square_vjp)
-tiny_error_square = _define("test_tiny_error_square", shape=lambda x: x, kernel=_square_kernel,
-                            vjp=lambda g, out, x: (g * x * 2.0 + 1e-9,))
 
 
 def _writes_input(x, out):
@@ -39,8 +30,6 @@ def _writes_input(x, out):
     x[0, 0] = 7.0
 
 
-sneaky_square = _define("test_sneaky_square", shape=lambda x: x, kernel=_writes_input,
-                        vjp=lambda g, out, x: (g * x * 2.0,))
 _CALLS = [0]
 
 
@@ -49,9 +38,23 @@ def _drifting_kernel(x, out):
     np.multiply(x, 1.0 + 1e-3 * _CALLS[0], out=out)
 
 
-drifting = _define("test_drifting", shape=lambda x: x, kernel=_drifting_kernel, differentiable=False)
-flaky_identity = _define("test_flaky_identity", shape=lambda x: x, kernel=lambda x, out: np.copyto(out, x),
-                         vjp=lambda g, out, x: (drifting(g),))
+@pytest.fixture(scope="module", autouse=True)
+def faulty_ops():
+    """Deliberately faulty ops, registered for this module only (the op table never sees them)."""
+    global wrong_square, tiny_error_square, sneaky_square, flaky_identity
+    names = ["test_wrong_square", "test_tiny_error_square", "test_sneaky_square", "test_drifting",
+             "test_flaky_identity"]
+    wrong_square = gv.defop(names[0], shape=lambda x: x, kernel=_square_kernel, vjp=_wrong_square_vjp)
+    tiny_error_square = gv.defop(names[1], shape=lambda x: x, kernel=_square_kernel,
+                                 vjp=lambda g, out, x: (g * x * 2.0 + 1e-9,))
+    sneaky_square = gv.defop(names[2], shape=lambda x: x, kernel=_writes_input, vjp=lambda g, out, x: (g * x * 2.0,))
+    drifting = gv.defop(names[3], shape=lambda x: x, kernel=_drifting_kernel, differentiable=False)
+    flaky_identity = gv.defop(names[4], shape=lambda x: x, kernel=lambda x, out: np.copyto(out, x),
+                              vjp=lambda g, out, x: (drifting(g),))
+    yield
+    for name in names:
+        registry._REGISTRY.pop(name, None)
+        registry._CALLABLES.pop(name, None)
 
 
 def mlp(dtype=np.float64):

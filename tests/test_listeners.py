@@ -7,15 +7,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 import graphview as gv
-from graphview.registry import op as registered
+from graphview import registry
 from graphview.testing import strided, transposed
 from kernels import checksum
-
-
-def _define(name, **options):
-    if name not in gv.ops():
-        gv.defop(name, reference=lambda *a, **k: None, samples=lambda: [], **options)
-    return registered(name)
 
 
 def _bump_first_then_copy(x, out):
@@ -39,10 +33,18 @@ def _add_into_both(base, value):
     return base
 
 
-writes_input = _define("test_writes_input", shape=lambda x: x, kernel=_bump_first_then_copy)
-pokes_input = _define("test_pokes_input", shape=lambda x: x, kernel=_poke_then_copy)
-declared_inplace = _define("test_declared_inplace", shape=lambda b, v: b, kernel=_add_into_base, inplace=(0,))
-inplace_and_more = _define("test_inplace_and_more", shape=lambda b, v: b, kernel=_add_into_both, inplace=(0,))
+@pytest.fixture(scope="module", autouse=True)
+def faulty_ops():
+    """Ops with buggy or in-place kernels, registered for this module only (the op table never sees them)."""
+    global writes_input, pokes_input, declared_inplace, inplace_and_more
+    writes_input = gv.defop("test_writes_input", shape=lambda x: x, kernel=_bump_first_then_copy)
+    pokes_input = gv.defop("test_pokes_input", shape=lambda x: x, kernel=_poke_then_copy)
+    declared_inplace = gv.defop("test_declared_inplace", shape=lambda b, v: b, kernel=_add_into_base, inplace=(0,))
+    inplace_and_more = gv.defop("test_inplace_and_more", shape=lambda b, v: b, kernel=_add_into_both, inplace=(0,))
+    yield
+    for name in ("test_writes_input", "test_pokes_input", "test_declared_inplace", "test_inplace_and_more"):
+        registry._REGISTRY.pop(name, None)
+        registry._CALLABLES.pop(name, None)
 
 
 def run_with(listener, build, feeds):

@@ -7,17 +7,19 @@ from graphview import registry
 from graphview.gradcheck import check_op
 from optable import all_samples, build, case_id
 
+# Taken when the module is collected, so ops that other tests register for a while do not count.
+DEFINITIONS = registry.definitions()
 CASES = [c for c in all_samples() if registry.get(c[0]).differentiable]
 
 
 def test_every_op_has_a_gradient_rule_or_is_marked_non_differentiable():
-    unmarked = [d.name for d in registry.definitions() if d.differentiable and d.vjp is None]
+    unmarked = [d.name for d in DEFINITIONS if d.differentiable and d.vjp is None]
     assert not unmarked, f"ops declared differentiable without a vjp rule: {unmarked}"
 
 
 def test_every_differentiable_op_has_gradient_checked_samples():
     checked = {name for name, _, sample in CASES if sample.gradcheck}
-    missing = [d.name for d in registry.definitions() if d.differentiable and d.name not in checked]
+    missing = [d.name for d in DEFINITIONS if d.differentiable and d.name not in checked]
     assert not missing, f"differentiable ops without a gradient-checked sample: {missing}"
 
 
@@ -34,10 +36,13 @@ def test_op_gradient(case):
 
 def test_an_op_declared_differentiable_without_a_rule_fails_validation():
     broken = gv.defop("test_rule_missing", shape=lambda x: x, kernel=lambda x, out: np.copyto(out, x),
-                      differentiable=True, reference=lambda x: x,
-                      samples=lambda: [gv.Sample((np.ones((2, 2)),))])
-    assert broken.definition.differentiable and broken.definition.vjp is None
-    with pytest.raises(gv.GraphviewError, match="test_rule_missing.*no gradient rule"):
-        check_op("test_rule_missing", broken.definition.samples()[0], build=build)
-    row = next(r for r in gv.op_coverage() if r.op == "test_rule_missing")
-    assert row.differentiable and not row.has_gradient and not row.complete
+                      differentiable=True, reference=lambda x: x, samples=lambda: [gv.Sample((np.ones((2, 2)),))])
+    try:
+        assert broken.definition.differentiable and broken.definition.vjp is None
+        with pytest.raises(gv.GraphviewError, match="test_rule_missing.*no gradient rule"):
+            check_op("test_rule_missing", broken.definition.samples()[0], build=build)
+        row = next(r for r in gv.op_coverage() if r.op == "test_rule_missing")
+        assert row.differentiable and not row.has_gradient and not row.complete
+    finally:
+        registry._REGISTRY.pop("test_rule_missing", None)
+        registry._CALLABLES.pop("test_rule_missing", None)

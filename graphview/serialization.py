@@ -40,7 +40,7 @@ SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 # What a damaged zip or .npy member can raise from inside zipfile, zlib and NumPy.
 LOW_LEVEL_ERRORS = (zipfile.BadZipFile, zlib.error, struct.error, EOFError, ValueError, KeyError,
                     TypeError, IndexError, OverflowError, RecursionError, MemoryError, UnicodeDecodeError,
-                    NotImplementedError, OSError)
+                    NotImplementedError, OSError, RuntimeError)
 
 
 # --- writing -----------------------------------------------------------------
@@ -177,6 +177,8 @@ class _Reader:
         for info in self.archive.infolist():
             if info.filename in members:
                 self.fail(f"the member {info.filename!r} appears twice")
+            if info.flag_bits & 0x1:
+                self.fail(f"the member {info.filename!r} is encrypted; graph files never are")
             if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
                 self.fail(f"the member {info.filename!r} uses an unsupported compression method "
                           f"({info.compress_type})")

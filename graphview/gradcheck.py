@@ -17,7 +17,7 @@ from graphview.autodiff import gradient_graph
 from graphview.errors import GraphviewError
 from graphview.execution import executor_of
 from graphview.listeners import NonInplaceValidationListener
-from graphview.variable import Kind
+from graphview.variable import Kind, Variable
 
 SUBSETS = ("random", "every_n")
 
@@ -132,7 +132,10 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
         raise GraphviewError(f"check_gradients: subset must be one of {', '.join(SUBSETS)}, not {subset!r}")
     if not graph._losses:
         raise GraphviewError(f"check_gradients: graph {graph.name!r} has no loss; call g.set_loss(...) first")
-    skip = {graph._name_of(s) for s in ([skip] if isinstance(skip, str) else skip)}
+    skip = {graph._name_of(s) for s in ([skip] if isinstance(skip, (str, Variable)) else skip)}
+    if wrt is not None:
+        wrt = [graph._name_of(w) for w in ([wrt] if isinstance(wrt, (str, Variable)) else wrt)]
+    mask = {graph._name_of(k): v for k, v in (mask or {}).items()}
     work, feeds, converted = float64_copy(graph, placeholders)
     names = _targets(work, wrt, skip, activations)
     report = GradCheckReport(graph.name, "fast" if fast else "full", converted)
@@ -143,7 +146,7 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
     analytic = gradients.run(feeds, [listener] if listener else None)
     if listener:
         report.violations.extend(listener.violations)
-    settings = dict(eps=eps, max_rel_error=max_rel_error, min_abs_error=min_abs_error, mask=mask or {},
+    settings = dict(eps=eps, max_rel_error=max_rel_error, min_abs_error=min_abs_error, mask=mask,
                     max_per_param=max_per_param, subset=subset, seed=seed, stop=exit_on_first_failure)
     if _reentrancy(report, analytic, gradients.run(feeds), exit_on_first_failure):
         return report
@@ -197,7 +200,7 @@ def _targets(work, wrt, skip, activations):
     if wrt is None:
         names = [n.name for n in work.nodes() if n.kind is Kind.VARIABLE and dtypes.is_float(n.dtype)]
     else:
-        names = [work._name_of(w) for w in ([wrt] if isinstance(wrt, str) else wrt)]
+        names = list(wrt)
     if activations:
         from graphview.autodiff import _ancestors
         upstream = _ancestors(work, work._losses)

@@ -123,11 +123,11 @@ def test_nan_and_inf_gradients_are_recorded_failures():
 
 def test_wrt_skip_mask_and_placeholders():
     g, feeds = mlp()
-    report = gv.check_gradients(g, feeds, wrt=["w1", "x", "b1"], skip=["b1"])
+    report = gv.check_gradients(g, feeds, wrt=[g["w1"], "x", "b1"], skip=[g["b1"]])
     assert list(report.variables) == ["w1", "x"] and report.variables["x"].checked == 24 and report.passed
     mask = np.zeros((6, 5), bool)
     mask[2, 1] = mask[4, 4] = True
-    masked = gv.check_gradients(g, feeds, wrt=["w1"], mask={"w1": mask})
+    masked = gv.check_gradients(g, feeds, wrt=g["w1"], mask={g["w1"]: mask})
     assert masked.variables["w1"].checked == 2
     with pytest.raises(gv.GraphviewError, match="mask of 'w1' has shape \\(2,\\).*\\(6, 5\\)"):
         gv.check_gradients(g, feeds, wrt=["w1"], mask={"w1": np.ones(2, bool)})

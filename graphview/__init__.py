@@ -15,6 +15,9 @@ from graphview.testing import Sample
 # Views engineer: CreateView descriptors (ADR 0008). gv.all shadows the builtin only as a module attribute.
 from graphview import indexing  # noqa: E402
 from graphview.indexing import all, interval, new_axis, point  # noqa: E402,A004
+# autodiff engineer: listeners and gradient checks
+from graphview.listeners import DebugListener, Listener, NonInplaceValidationListener, ProfilingListener  # noqa: E402
+from graphview.gradcheck import GradCheckReport, check_gradients, op_coverage  # noqa: E402
 from graphview.serialization import load  # graph files (CLI issue)
 
 # training engineer: the data pipeline, updaters, fit/evaluate and training listeners
@@ -49,6 +52,8 @@ __all__ = [
     "ImageView", "SequenceView", "ClassView", "ListView", "LayoutError", "rearrange", "PatternError",  # layouts
     "masked_sum", "masked_mean", "masked_max", "masked_min", "masked_logsumexp", "masked_softmax",
     "masked_log_softmax", "masked_softmax_cross_entropy",  # layouts: masked ops
+    "Listener", "NonInplaceValidationListener", "ProfilingListener", "DebugListener",
+    "check_gradients", "GradCheckReport", "op_coverage",
     "data", "SGD", "Adam", "AdamW", "RMSProp", "TrainingConfig", "ScoreListener", "EarlyStoppingListener",
     "CheckpointListener",  # training
     "indexing", "point", "interval", "all", "new_axis",  # views

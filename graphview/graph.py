@@ -263,6 +263,20 @@ class Graph:
         names = [self._name_of(o) for o in ([outputs] if isinstance(outputs, (str, Variable)) else outputs)]
         return executor_of(self).run(placeholders, names, listeners)
 
+    # --- gradients (autodiff engineer; the logic lives in graphview/autodiff.py) ---
+
+    def calculate_gradients(self, placeholders, wrt, listeners=None):
+        """``{name: gradient array}`` of the sum of the losses (``set_loss``) for each name in ``wrt``."""
+        from graphview.autodiff import calculate_gradients
+        return calculate_gradients(self, placeholders, wrt, listeners)
+
+    def gradient_graph(self, wrt):
+        """The cached forward + backward graph for ``wrt``: ``.graph`` and ``.gradients[name]`` (a Variable)."""
+        from graphview.autodiff import gradient_graph
+        return gradient_graph(self, wrt)
+
+    # --- end gradients ---
+
     # --- training (training engineer; the logic lives in graphview/training/) ---
 
     def fit(self, dataset, epochs, config, listeners=None, validation=None, progress=None, resume_from=None):

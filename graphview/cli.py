@@ -12,6 +12,7 @@ import threading
 import time
 
 PASSED, FAILED, USAGE = 0, 1, 2
+PROGRESS_DELAY = 1.0  # seconds before a progress bar or status line appears
 
 
 class UsageError(Exception):
@@ -235,7 +236,8 @@ def _gradcheck(args):
 def _progress(args, **settings):
     from tqdm import tqdm
     show = not args.quiet and sys.stderr.isatty()
-    return tqdm(file=sys.stderr, disable=not show, delay=1.0, leave=False, dynamic_ncols=True, **settings)
+    return tqdm(file=sys.stderr, disable=not show, delay=PROGRESS_DELAY, leave=False, dynamic_ncols=True,
+                **settings)
 
 
 def _check_target(args, options):
@@ -286,7 +288,7 @@ class _Elapsed:
         self.thread = threading.Thread(target=self._tick, daemon=True)
 
     def _tick(self):
-        if self.stop.wait(1.0):
+        if self.stop.wait(PROGRESS_DELAY):
             return
         from tqdm import tqdm
         with tqdm(file=sys.stderr, desc=self.description, bar_format="{desc}: {elapsed} elapsed", leave=False) as bar:

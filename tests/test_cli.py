@@ -1,4 +1,5 @@
 """The graphview command, through main(argv) and through a subprocess for the exit codes."""
+import io
 import json
 import os
 import subprocess
@@ -99,6 +100,24 @@ def test_gradcheck_of_the_op_suite_prints_coverage(capsys, tmp_path):
     suite = ET.parse(junit).getroot().find("testsuite")
     assert int(suite.get("tests")) == len(document["cases"]) and suite.get("failures") == "0"
     assert int(suite.get("skipped")) == sum(c["status"] == "skipped" for c in document["cases"])
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_progress_goes_to_stderr_only_on_a_terminal_and_not_with_quiet(monkeypatch, capsys, quiet):
+    monkeypatch.setattr("graphview.cli.PROGRESS_DELAY", 0.0)
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    assert main(["gradcheck", "--ops", "tanh,sum"] + (["--quiet"] if quiet else [])) == 0
+    shown = sys.stderr.getvalue()
+    assert ("gradcheck ops" in shown) is not quiet
+    assert "gradcheck ops" not in capsys.readouterr().out
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    assert main(["gradcheck", MLP] + (["--quiet"] if quiet else [])) == 0
+    assert ("elapsed" in sys.stderr.getvalue()) is not quiet
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -26,7 +26,9 @@ def variable_rows(report):
     items = variables.items() if isinstance(variables, dict) else [(_get(v, "variable", "name"), v) for v in variables]
     rows = []
     for name, stats in items:
-        rows.append({"variable": str(name), "checked": int(_get(stats, "checked", default=0)),
+        shape = _get(stats, "shape")
+        rows.append({"variable": str(name), "shape": None if shape is None else [d for d in shape],
+                     "checked": int(_get(stats, "checked", default=0)),
                      "passed": int(_get(stats, "passed", default=0)), "failed": int(_get(stats, "failed", default=0)),
                      "max_rel_error": _number(_get(stats, "max_rel_error", "max_relative_error", default=0.0))})
     return rows
@@ -35,7 +37,8 @@ def variable_rows(report):
 def failure_records(report):
     return [{"variable": str(_get(f, "variable")), "index": _index(_get(f, "index")),
              "analytic": _number(_get(f, "analytic")), "numeric": _number(_get(f, "numeric")),
-             "rel_error": _number(_get(f, "rel_error")), "abs_error": _number(_get(f, "abs_error"))}
+             "rel_error": _number(_get(f, "rel_error")), "abs_error": _number(_get(f, "abs_error")),
+             "kind": str(_get(f, "kind", default="gradient"))}
             for f in (_get(report, "failures", default=None) or [])]
 
 

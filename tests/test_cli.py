@@ -287,3 +287,12 @@ def test_python_dash_m_and_the_console_script_behave_alike():
         pytest.skip("the graphview console script is not installed (pip install -e .)")
     done = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (0, out)
+
+
+@pytest.mark.parametrize("example", ["mlp.py:build", "regression.py:build", "regression.py:save_file"])
+def test_examples_pass_their_gradient_checks(capsys, example, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["gradcheck", os.path.join(ROOT, "examples", example), "--fast", "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("PASSED")
+    if example.endswith("save_file"):
+        assert main(["gradcheck", "regression.gvz", "--quiet"]) == 0

@@ -296,3 +296,30 @@ def test_examples_pass_their_gradient_checks(capsys, example, tmp_path, monkeypa
     assert capsys.readouterr().out.startswith("PASSED")
     if example.endswith("save_file"):
         assert main(["gradcheck", "regression.gvz", "--quiet"]) == 0
+
+
+SUITE_WITH_FAULTS = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import graphview as gv
+    from graphview.cli import main
+
+    def samples():
+        return [gv.Sample((np.array([1.0, 2.0, 3.0]),), label="vector")]
+
+    gv.defop("square_wrong", shape=lambda x: x, kernel=lambda x, out: np.multiply(x, x, out=out),
+             vjp=lambda grad, out, x: (grad * x,), samples=samples, reference=lambda x: x * x)
+    gv.defop("no_rule", shape=lambda x: x, kernel=lambda x, out: np.copyto(out, x), differentiable=True,
+             samples=samples, reference=lambda x: x)
+    sys.exit(main(["gradcheck", "--ops", "tanh,square_wrong,no_rule", "--json", "suite.json"]))
+''')
+
+
+def test_the_op_suite_fails_on_a_wrong_rule_and_a_missing_rule(tmp_path):
+    done = subprocess.run([sys.executable, "-c", SUITE_WITH_FAULTS], capture_output=True, text=True, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "FAILED: square_wrong, no_rule" in done.stdout and "square_wrong[0] vector: FAILED" in done.stdout
+    document = json.loads((tmp_path / "suite.json").read_text())
+    assert {row["op"]: row["status"] for row in document["ops"]} == {
+        "tanh": "ok", "square_wrong": "FAILED", "no_rule": "NO GRADIENT RULE"}

@@ -133,11 +133,12 @@ def _backward(graph, order, losses, wrt):
         if node.kind is not Kind.ARRAY:
             continue
         definition = get_op(node.op)
-        if not definition.differentiable:
+        if definition.differentiable is False:
             continue
         if definition.vjp is None:
-            raise GraphviewError(f"op {node.op} (node {node.name!r}) is declared differentiable but has no "
-                                 "gradient rule; give defop a vjp= or mark it differentiable=False")
+            declared = "is declared differentiable but" if definition.differentiable else "is not marked differentiable=False and"
+            raise GraphviewError(f"op {node.op} (node {node.name!r}) {declared} has no gradient rule; "
+                                 "give defop a vjp= or mark it differentiable=False")
         inputs = [graph[name] for name in node.inputs]
         contributions = definition.vjp(grad, graph[node.name], *inputs, **node.attributes)
         if isinstance(contributions, Variable) or contributions is None:

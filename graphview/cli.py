@@ -182,14 +182,15 @@ def _ops(args):
     for definition in registry.definitions():
         samples = list(definition.samples()) if definition.samples else []
         checkable = sum(sample.gradcheck for sample in samples)
-        if not definition.differentiable:
+        if definition.differentiable is False:
             coverage = "-"
         elif not definition.has_gradient:
             coverage = "NO GRADIENT RULE"
         else:
             coverage = f"{checkable}/{len(samples)} samples"
         inplace = ",".join(map(str, definition.inplace)) if definition.inplace else "no"
-        rows.append((definition.name, definition.family, "yes" if definition.differentiable else "no", inplace,
+        differentiable = {True: "yes", False: "no", None: "undeclared"}[definition.differentiable]
+        rows.append((definition.name, definition.family, differentiable, inplace,
                      "yes" if definition.view else "no", len(samples), coverage))
     print(table(("op", "family", "differentiable", "in-place", "view", "samples", "gradcheck"), rows))
     print(f"{len(rows)} ops; `graphview gradcheck` runs the gradient checks "

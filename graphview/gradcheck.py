@@ -360,7 +360,7 @@ class OpCoverage:
 
     @property
     def complete(self):
-        return self.samples > 0 and (not self.differentiable or (self.has_gradient and bool(self.gradient_checked)))
+        return self.samples > 0 and (self.differentiable is False or (self.has_gradient and bool(self.gradient_checked)))
 
 
 def build_sample(name, sample):

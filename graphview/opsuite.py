@@ -45,7 +45,7 @@ class Coverage:
 
     @property
     def status(self):
-        if self.differentiable and not self.has_rule:
+        if self.differentiable is not False and not self.has_rule:
             return "NO GRADIENT RULE"
         if not self.differentiable:
             return "not differentiable"
@@ -82,10 +82,10 @@ def plan(definitions):
                        definition.has_gradient, len(samples))
         for index, sample in enumerate(samples):
             case = Case(definition.name, index, sample.label)
-            if not definition.differentiable:
+            if definition.differentiable is False:
                 case.reason = "not differentiable"
             elif not definition.has_gradient:
-                case.status, case.reason = "failed", "declared differentiable but has no gradient rule"
+                case.status, case.reason = "failed", "no gradient rule and not marked differentiable=False"
             elif not sample.gradcheck:
                 case.reason = "sample marked gradcheck=False"
             else:

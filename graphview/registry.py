@@ -30,7 +30,9 @@ class OpDef:
     vjp: Optional[Callable] = None
     inplace: tuple = ()
     view: bool = False
-    differentiable: bool = True
+    # True or False as declared; None when defop got neither vjp= nor differentiable=
+    # (autodiff refuses to pass through such an op, and the op validation test fails).
+    differentiable: Optional[bool] = True
     promote: Optional[str] = None
     promote_inputs: Optional[tuple] = None
     accepts: Optional[tuple] = None
@@ -111,7 +113,7 @@ def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
         raise GraphviewError(f"defop {name}: kernel must be a Numba function writing into out")
     definition = OpDef(
         name=name, shape=shape, kernel=kernel, dtype=dtype, vjp=vjp, inplace=tuple(inplace),
-        view=view, differentiable=(vjp is not None) if differentiable is None else differentiable,
+        view=view, differentiable=True if vjp is not None and differentiable is None else differentiable,
         promote=promote, promote_inputs=promote_inputs, accepts=accepts, samples=samples,
         reference=reference, family=family, doc=doc or (kernel.__doc__ or "").strip())
     _REGISTRY[name] = definition

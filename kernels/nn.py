@@ -7,25 +7,40 @@ JIT = dict(cache=True, nogil=True, error_model="numpy")
 
 @njit(**JIT)
 def softmax_rows(x, out, log):
-    """Softmax (or log-softmax when ``log``) along the middle axis, shifted by the max."""
-    for o in range(x.shape[0]):
-        for k in range(x.shape[2]):
-            top = -np.inf
-            for i in range(x.shape[1]):
-                if x[o, i, k] > top:
-                    top = x[o, i, k]
-            if top == -np.inf:
-                top = 0.0
-            total = 0.0
-            for i in range(x.shape[1]):
-                total += np.exp(x[o, i, k] - top)
-            if log:
-                shift = top + np.log(total)
-                for i in range(x.shape[1]):
-                    out[o, i, k] = x[o, i, k] - shift
-            else:
-                for i in range(x.shape[1]):
-                    out[o, i, k] = np.exp(x[o, i, k] - top) / total
+    """Softmax (or log-softmax when ``log``) along the middle axis, shifted by the max.
+
+    The inner axis is the innermost loop, so every pass reads memory in order
+    whichever axis is reduced.
+    """
+    outer, n, inner = x.shape
+    top = np.empty(inner)
+    total = np.empty(inner)
+    for o in range(outer):
+        top[:] = -np.inf
+        total[:] = 0.0
+        for i in range(n):
+            for k in range(inner):
+                if x[o, i, k] > top[k]:
+                    top[k] = x[o, i, k]
+        for k in range(inner):
+            if top[k] == -np.inf:
+                top[k] = 0.0
+        # One exp per element: the shifted exponentials are kept in out.
+        for i in range(n):
+            for k in range(inner):
+                value = np.exp(x[o, i, k] - top[k])
+                out[o, i, k] = value
+                total[k] += value
+        if log:
+            for k in range(inner):
+                top[k] += np.log(total[k])
+            for i in range(n):
+                for k in range(inner):
+                    out[o, i, k] = x[o, i, k] - top[k]
+        else:
+            for i in range(n):
+                for k in range(inner):
+                    out[o, i, k] /= total[k]
 
 
 @njit(**JIT)

@@ -13,8 +13,8 @@ CASES = [c for c in all_samples() if registry.get(c[0]).differentiable]
 
 
 def test_every_op_has_a_gradient_rule_or_is_marked_non_differentiable():
-    unmarked = [d.name for d in DEFINITIONS if d.differentiable and d.vjp is None]
-    assert not unmarked, f"ops declared differentiable without a vjp rule: {unmarked}"
+    unmarked = [d.name for d in DEFINITIONS if d.vjp is None and d.differentiable is not False]
+    assert not unmarked, f"ops with no vjp rule that are not marked differentiable=False: {unmarked}"
 
 
 def test_every_differentiable_op_has_gradient_checked_samples():
@@ -46,3 +46,20 @@ def test_an_op_declared_differentiable_without_a_rule_fails_validation():
     finally:
         registry._REGISTRY.pop("test_rule_missing", None)
         registry._CALLABLES.pop("test_rule_missing", None)
+
+
+def test_an_op_with_neither_rule_nor_mark_is_undeclared_and_stops_autodiff_loudly():
+    vague = gv.defop("test_rule_undeclared", shape=lambda x: x, kernel=lambda x, out: np.copyto(out, x),
+                     reference=lambda x: x, samples=lambda: [gv.Sample((np.ones(2),))])
+    try:
+        assert vague.definition.differentiable is None
+        g = gv.Graph()
+        w = g.var("w", np.ones(2))
+        g.set_loss(g.math.sum(vague(w)))
+        with pytest.raises(gv.GraphviewError, match="test_rule_undeclared.*not marked differentiable=False"):
+            g.calculate_gradients({}, ["w"])
+        row = next(r for r in gv.op_coverage() if r.op == "test_rule_undeclared")
+        assert not row.complete
+    finally:
+        registry._REGISTRY.pop("test_rule_undeclared", None)
+        registry._CALLABLES.pop("test_rule_undeclared", None)

@@ -1,9 +1,9 @@
-"""graphview: an immutable op graph with Numba kernels, reverse-mode autodiff and gradient checks."""
+"""graphview: an immutable op graph with Numba kernels, zero-copy views, reverse-mode autodiff and gradient checks."""
+import importlib
+
 from graphview.errors import (DTypeError, ExecutionError, GraphFileError, GraphviewError, IndexDescriptorError,
                               InplaceModificationError, NameConflictError, PlaceholderError, ShapeError,
                               UnknownNameError)
-import importlib
-
 from graphview.graph import Graph
 from graphview.variable import Kind, Variable
 
@@ -11,50 +11,48 @@ from graphview.variable import Kind, Variable
 # ``graphview.ops`` to the subpackage, so the function is imported after it.
 importlib.import_module("graphview.ops")
 from graphview.registry import defop, ops  # noqa: E402
-from graphview.testing import Sample
-# Views engineer: CreateView descriptors (ADR 0008). gv.all shadows the builtin only as a module attribute.
+from graphview.testing import Sample  # noqa: E402
+
+# CreateView descriptors (ADR 0008); gv.all shadows the builtin only as a module attribute.
 from graphview import indexing  # noqa: E402
 from graphview.indexing import all, interval, new_axis, point  # noqa: E402,A004
-# autodiff engineer: listeners and gradient checks
+# Autodiff, listeners and gradient checks (ADRs 0005-0007).
 from graphview.listeners import DebugListener, Listener, NonInplaceValidationListener, ProfilingListener  # noqa: E402
 from graphview.gradcheck import GradCheckReport, check_gradients, op_coverage  # noqa: E402
-from graphview.serialization import load  # graph files (CLI issue)
-
-# training engineer: the data pipeline, updaters, fit/evaluate and training listeners
+# Graph files (ADR 0010).
+from graphview.serialization import load  # noqa: E402
+# Training: the data pipeline, updaters, fit/evaluate and training listeners (ADR 0013).
 from graphview import data  # noqa: E402
 from graphview.training import (SGD, Adam, AdamW, CheckpointListener, EarlyStoppingListener, RMSProp,  # noqa: E402
                                 ScoreListener, TrainingConfig)
-# end training
-
-# layouts engineer (issue 8): dims, layout views, rearrange, masking
+# Dims, layout views, rearrange and masking (ADR 0014).
 from graphview.dims import Dim, DimError, batch_dim  # noqa: E402
 from graphview.layouts.table import dims_of, lengths_of, mask_of, set_dims, unmasked  # noqa: E402
 from graphview.layouts.views import (ClassView, DataView, ImageView, LayoutError, ListView,  # noqa: E402
                                      SequenceView)
 from graphview.rearrange import PatternError, rearrange  # noqa: E402
 from graphview.ops.masked import PUBLIC as _MASKED  # noqa: E402
+
 masked_sum, masked_mean, masked_max, masked_min, masked_logsumexp = (
     _MASKED[f"masked_{n}"] for n in ("sum", "mean", "max", "min", "logsumexp"))
 masked_softmax, masked_log_softmax = _MASKED["masked_softmax"], _MASKED["masked_log_softmax"]
 masked_softmax_cross_entropy = _MASKED["masked_softmax_cross_entropy"]
-# end layouts
 
 VARIABLE, CONSTANT, PLACEHOLDER, ARRAY = Kind.VARIABLE, Kind.CONSTANT, Kind.PLACEHOLDER, Kind.ARRAY
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "load",  # graph files (CLI issue)
     "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "ops", "Sample",
     "GraphviewError", "ShapeError", "DTypeError", "IndexDescriptorError", "InplaceModificationError",
     "GraphFileError", "NameConflictError", "UnknownNameError", "PlaceholderError", "ExecutionError",
-    "Dim", "DimError", "batch_dim", "dims_of", "lengths_of", "mask_of", "set_dims", "unmasked", "DataView",
-    "ImageView", "SequenceView", "ClassView", "ListView", "LayoutError", "rearrange", "PatternError",  # layouts
-    "masked_sum", "masked_mean", "masked_max", "masked_min", "masked_logsumexp", "masked_softmax",
-    "masked_log_softmax", "masked_softmax_cross_entropy",  # layouts: masked ops
+    "indexing", "point", "interval", "all", "new_axis",
     "Listener", "NonInplaceValidationListener", "ProfilingListener", "DebugListener",
-    "check_gradients", "GradCheckReport", "op_coverage",
+    "check_gradients", "GradCheckReport", "op_coverage", "load",
     "data", "SGD", "Adam", "AdamW", "RMSProp", "TrainingConfig", "ScoreListener", "EarlyStoppingListener",
-    "CheckpointListener",  # training
-    "indexing", "point", "interval", "all", "new_axis",  # views
+    "CheckpointListener",
+    "Dim", "DimError", "batch_dim", "dims_of", "lengths_of", "mask_of", "set_dims", "unmasked", "DataView",
+    "ImageView", "SequenceView", "ClassView", "ListView", "LayoutError", "rearrange", "PatternError",
+    "masked_sum", "masked_mean", "masked_max", "masked_min", "masked_logsumexp", "masked_softmax",
+    "masked_log_softmax", "masked_softmax_cross_entropy",
 ]

@@ -16,7 +16,40 @@ class DataError(GraphviewError, ValueError):
     """Data that does not fit the pipeline: missing fields, ragged shapes, bad sizes."""
 
 
-class Sample(Mapping):
+class Fields(Mapping):
+    """Feature and target arrays read as one dict; the base of Sample and MiniBatch."""
+
+    __slots__ = ()
+    kind = "item"
+
+    def __getitem__(self, name):
+        if name in self.features:
+            return self.features[name]
+        if name in self.targets:
+            return self.targets[name]
+        raise KeyError(f"{self.kind} has no field {name!r}; it has {', '.join(self) or 'none'}")
+
+    def __iter__(self):
+        yield from self.features
+        yield from self.targets
+
+    def __len__(self):
+        return len(self.features) + len(self.targets)
+
+    def replace(self, **fields):
+        """A new item with some fields replaced; a new name becomes a feature."""
+        features, targets = dict(self.features), dict(self.targets)
+        for name, value in fields.items():
+            (targets if name in targets else features)[name] = value
+        return self._rebuild(features, targets)
+
+    def _describe(self):
+        def describe(fields):
+            return ", ".join(f"{k}: {v.shape} {v.dtype}" for k, v in fields.items())
+        return f"features={{{describe(self.features)}}}, targets={{{describe(self.targets)}}}"
+
+
+class Sample(Fields):
     """One example: named feature arrays and named target arrays, read as one dict."""
 
     __slots__ = ("features", "targets")
@@ -28,34 +61,16 @@ class Sample(Mapping):
         if both:
             raise DataError(f"Sample: field {sorted(both)[0]!r} is both a feature and a target")
 
-    def __getitem__(self, name):
-        if name in self.features:
-            return self.features[name]
-        if name in self.targets:
-            return self.targets[name]
-        raise KeyError(f"sample has no field {name!r}; it has {', '.join(self) or 'none'}")
+    kind = "sample"
 
-    def __iter__(self):
-        yield from self.features
-        yield from self.targets
-
-    def __len__(self):
-        return len(self.features) + len(self.targets)
-
-    def replace(self, **fields):
-        """A new sample with some fields replaced; a new name becomes a feature."""
-        features, targets = dict(self.features), dict(self.targets)
-        for name, value in fields.items():
-            (targets if name in targets else features)[name] = value
+    def _rebuild(self, features, targets):
         return Sample(features, targets)
 
     def __repr__(self):
-        def describe(fields):
-            return ", ".join(f"{k}: {v.shape} {v.dtype}" for k, v in fields.items())
-        return f"Sample(features={{{describe(self.features)}}}, targets={{{describe(self.targets)}}})"
+        return f"Sample({self._describe()})"
 
 
-class MiniBatch(Mapping):
+class MiniBatch(Fields):
     """A batch of samples: ``features`` and ``targets`` dicts of arrays (batch axis first).
 
     ``lengths`` holds, for every padded field, the true length of each example
@@ -80,30 +95,11 @@ class MiniBatch(Mapping):
             return len(array)
         return 0
 
-    def __getitem__(self, name):
-        if name in self.features:
-            return self.features[name]
-        if name in self.targets:
-            return self.targets[name]
-        raise KeyError(f"batch has no field {name!r}; it has {', '.join(self) or 'none'}")
+    kind = "batch"
 
-    def __iter__(self):
-        yield from self.features
-        yield from self.targets
-
-    def __len__(self):
-        return len(self.features) + len(self.targets)
-
-    def replace(self, **fields):
-        """A new batch with some fields replaced; a new name becomes a feature."""
-        features, targets = dict(self.features), dict(self.targets)
-        for name, value in fields.items():
-            (targets if name in targets else features)[name] = value
+    def _rebuild(self, features, targets):
         return MiniBatch(features, targets, self.lengths)
 
     def __repr__(self):
-        def describe(fields):
-            return ", ".join(f"{k}: {v.shape} {v.dtype}" for k, v in fields.items())
         padded = f", lengths={sorted(self.lengths)}" if self.lengths else ""
-        return (f"MiniBatch(size={self.size}, features={{{describe(self.features)}}}, "
-                f"targets={{{describe(self.targets)}}}{padded})")
+        return f"MiniBatch(size={self.size}, {self._describe()}{padded})"

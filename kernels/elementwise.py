@@ -129,12 +129,18 @@ def unary(scalar):
             for i in range(hi - lo):
                 zs[i] = scalar(xs[i])
             return
-        p = row_length(n, x.size, 0, 0)
-        sx = 1 if x.size > 1 else 0
+        if x.size == 1:
+            value = x[0]
+            zs = z[lo:hi]
+            for i in range(hi - lo):
+                zs[i] = scalar(value)
+            return
+        # A repeating row: the launcher cut lo, hi at multiples of its length.
+        p = x.size
         for start in range(lo, hi, p):
-            ox = (start % x.size) * sx
-            for c in range(p):
-                z[start + c] = scalar(x[ox + c * sx])
+            zs = z[start:start + p]
+            for i in range(p):
+                zs[i] = scalar(x[i])
 
     @njit(**JIT)
     def strided(a, out):
@@ -176,6 +182,21 @@ def binary(scalar):
                 zs[i] = scalar(left, ys[i])
             return
         p = row_length(n, x.size, y.size, 0)
+        if x.size == n and y.size == p:
+            # A full operand and a repeating row (a bias): the launcher cut lo, hi at rows.
+            for start in range(lo, hi, p):
+                xs = x[start:start + p]
+                zs = z[start:start + p]
+                for i in range(p):
+                    zs[i] = scalar(xs[i], y[i])
+            return
+        if x.size == p and y.size == n:
+            for start in range(lo, hi, p):
+                ys = y[start:start + p]
+                zs = z[start:start + p]
+                for i in range(p):
+                    zs[i] = scalar(x[i], ys[i])
+            return
         sx = 1 if x.size > 1 else 0
         sy = 1 if y.size > 1 else 0
         for start in range(lo, hi, p):

@@ -74,12 +74,15 @@ def sum_rows(x, out, zero, scale, lo, hi):
         if inner == 1:
             out[o, 0] = pairwise_sum(x[o, :, 0], 0, n, zero) * scale
         else:
+            # Whole rows at a time, through 1-D slices, so the inner loop vectorizes.
             acc = np.full(inner, zero)
             for i in range(n):
+                row = x[o, i]
                 for k in range(inner):
-                    acc[k] += x[o, i, k]
+                    acc[k] += row[k]
+            target = out[o]
             for k in range(inner):
-                out[o, k] = acc[k] * scale
+                target[k] = acc[k] * scale
 
 
 @njit(**JIT)

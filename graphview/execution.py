@@ -31,7 +31,6 @@ from graphview.shapes import format_shape
 from graphview.variable import Kind
 
 from kernels import elementwise
-from kernels.threads import PARALLEL_THRESHOLD
 
 MAX_PLANS = 64
 
@@ -426,7 +425,7 @@ def _runner(definition, attrs, shape, dtype, in_shapes, in_contiguous, copies=()
             return out
         return run_dynamic
     size = int(np.prod(shape, dtype=np.int64))
-    if (isinstance(kernel, elementwise.Elementwise) and size < PARALLEL_THRESHOLD and not attrs
+    if (isinstance(kernel, elementwise.Elementwise) and size < kernel.threshold and not attrs
             and all(in_contiguous) and all(elementwise.flat_broadcast(s, shape) for s in in_shapes)):
         contiguous = kernel.contiguous
 

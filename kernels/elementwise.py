@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 from numba.extending import register_jitable
 
-from kernels.threads import PARALLEL_THRESHOLD, WORKERS, chunks, pool
+from kernels.threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD, WORKERS, chunks, pool
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 
@@ -34,10 +34,12 @@ JIT = dict(cache=True, nogil=True, error_model="numpy")
 class Elementwise:
     """A callable ``kernel(*inputs, out)`` choosing the contiguous or strided form."""
 
-    def __init__(self, name, contiguous, strided):
+    def __init__(self, name, contiguous, strided, threshold):
         self.name = name
         self.contiguous = contiguous
         self.strided = strided
+        # Outputs of at least this many elements are computed in chunks on threads.
+        self.threshold = threshold
 
     def __call__(self, *arrays):
         out = arrays[-1]
@@ -47,7 +49,7 @@ class Elementwise:
                 self.strided(*block)
             return out
         size = out.size
-        if size < PARALLEL_THRESHOLD or WORKERS == 1:
+        if size < self.threshold or WORKERS == 1:
             self.contiguous(*arrays, 0, size)
         else:
             period = min([a.size for a in arrays[:-1] if 1 < a.size < size] or [1])
@@ -116,7 +118,7 @@ def four_axis_blocks(arrays):
     return [[v[index] for v in views] for index in np.ndindex(*shape[:lead])]
 
 
-def unary(scalar):
+def unary(scalar, threshold=STREAMING_THRESHOLD):
     @njit(**JIT)
     def contiguous(a, out, lo, hi):
         x = a.reshape(a.size)
@@ -150,10 +152,10 @@ def unary(scalar):
                     for m in range(out.shape[3]):
                         out[i, j, k, m] = scalar(a[i, j, k, m])
 
-    return Elementwise(scalar.__name__, contiguous, strided)
+    return Elementwise(scalar.__name__, contiguous, strided, threshold)
 
 
-def binary(scalar):
+def binary(scalar, threshold=STREAMING_THRESHOLD):
     @njit(**JIT)
     def contiguous(a, b, out, lo, hi):
         x = a.reshape(a.size)
@@ -213,10 +215,10 @@ def binary(scalar):
                     for m in range(out.shape[3]):
                         out[i, j, k, m] = scalar(a[i, j, k, m], b[i, j, k, m])
 
-    return Elementwise(scalar.__name__, contiguous, strided)
+    return Elementwise(scalar.__name__, contiguous, strided, threshold)
 
 
-def ternary(scalar):
+def ternary(scalar, threshold=STREAMING_THRESHOLD):
     @njit(**JIT)
     def contiguous(a, b, c, out, lo, hi):
         x = a.reshape(a.size)
@@ -251,7 +253,7 @@ def ternary(scalar):
                     for m in range(out.shape[3]):
                         out[i, j, k, m] = scalar(a[i, j, k, m], b[i, j, k, m], c[i, j, k, m])
 
-    return Elementwise(scalar.__name__, contiguous, strided)
+    return Elementwise(scalar.__name__, contiguous, strided, threshold)
 
 
 @njit(**JIT)
@@ -476,7 +478,7 @@ add = binary(add_scalar)
 sub = binary(sub_scalar)
 mul = binary(mul_scalar)
 div = binary(div_scalar)
-pow = binary(pow_scalar)
+pow = binary(pow_scalar, PARALLEL_THRESHOLD)
 maximum = binary(maximum_scalar)
 minimum = binary(minimum_scalar)
 neg = unary(neg_scalar)
@@ -484,17 +486,17 @@ abs = unary(abs_scalar)
 square = unary(square_scalar)
 sign = unary(sign_scalar)
 reciprocal = unary(reciprocal_scalar)
-exp = unary(exp_scalar)
-log = unary(log_scalar)
-sqrt = unary(sqrt_scalar)
-sin = unary(sin_scalar)
-cos = unary(cos_scalar)
-tanh = unary(tanh_scalar)
+exp = unary(exp_scalar, PARALLEL_THRESHOLD)
+log = unary(log_scalar, PARALLEL_THRESHOLD)
+sqrt = unary(sqrt_scalar, PARALLEL_THRESHOLD)
+sin = unary(sin_scalar, PARALLEL_THRESHOLD)
+cos = unary(cos_scalar, PARALLEL_THRESHOLD)
+tanh = unary(tanh_scalar, PARALLEL_THRESHOLD)
 relu = unary(relu_scalar)
-sigmoid = unary(sigmoid_scalar)
-gelu = unary(gelu_scalar)
+sigmoid = unary(sigmoid_scalar, PARALLEL_THRESHOLD)
+gelu = unary(gelu_scalar, PARALLEL_THRESHOLD)
 step = unary(step_scalar)
-gelu_derivative = unary(gelu_derivative_scalar)
+gelu_derivative = unary(gelu_derivative_scalar, PARALLEL_THRESHOLD)
 eq = binary(eq_scalar)
 ne = binary(ne_scalar)
 lt = binary(lt_scalar)

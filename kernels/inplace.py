@@ -14,7 +14,7 @@ from numba import njit
 from numba.extending import register_jitable
 
 from kernels import elementwise
-from kernels.threads import PARALLEL_THRESHOLD, WORKERS, chunks, pool
+from kernels.threads import STREAMING_THRESHOLD, WORKERS, chunks, pool
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 
@@ -55,7 +55,7 @@ class Inplace:
             return target
         if target.flags.c_contiguous and value.flags.c_contiguous and (value.size == 1 or value.shape == target.shape):
             size = target.size
-            if size < PARALLEL_THRESHOLD or WORKERS == 1:
+            if size < STREAMING_THRESHOLD or WORKERS == 1:
                 self.contiguous(target, value, 0, size)
             else:
                 for future in [pool().submit(self.contiguous, target, value, lo, hi) for lo, hi in chunks(size)]:

@@ -7,8 +7,13 @@ second, slower-to-build parallel variant of every kernel (see ADR 0003).
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-# Below this many elements a thread hand-off costs more than it saves.
-PARALLEL_THRESHOLD = 1 << 17
+# Below this many elements a thread hand-off (about 50 us through the pool) costs
+# more than it saves. Kernels doing real arithmetic per element (exp, tanh, ...)
+# gain from 2**18 elements; streaming kernels that only move memory (add, copy,
+# an in-place +=) are bound by memory bandwidth and gain only from 2**21
+# (measured on the project's 2-core machines; see ADR 0003).
+PARALLEL_THRESHOLD = 1 << 18
+STREAMING_THRESHOLD = 1 << 21
 WORKERS = max(1, min(os.cpu_count() or 1, 8))
 
 _pool = None

@@ -23,8 +23,10 @@ a stale kernel in the cache.
 import math
 
 import numpy as np
+from llvmlite import ir
 from numba import njit
-from numba.extending import register_jitable
+from numba.core import types
+from numba.extending import intrinsic, register_jitable
 
 from kernels.threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD, WORKERS, chunks, pool
 
@@ -340,9 +342,56 @@ def reciprocal_scalar(x):
 
 # --- transcendental ----------------------------------------------------------
 
+@intrinsic
+def float64_from_bits(typingctx, bits):
+    """The float64 whose IEEE bits are the int64 ``bits`` (an LLVM bitcast, which vectorizes)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.int64), codegen
+
+
+LOG2_E = 1.4426950408889634
+LN2_HIGH = 6.93147180369123816490e-01   # ln 2 split in two so that k * LN2_HIGH is exact
+LN2_LOW = 1.90821492927058770002e-10
+OVERFLOW = 709.782712893384             # exp overflows above this
+UNDERFLOW = -745.1332191019412          # and is 0 below this
+INVERSE_FACTORIALS = tuple(1.0 / math.factorial(n) for n in range(14))
+
+
 @register_jitable
 def exp_scalar(x):
-    return np.exp(x)
+    """e ** x within 1 ulp of NumPy's, in a form LLVM vectorizes (libm's exp does not).
+
+    x = k ln 2 + r with |r| <= ln 2 / 2 (Cody-Waite), e ** r by its Taylor series to
+    degree 13 (truncation below 1e-17), times 2 ** k built from the exponent bits in
+    two halves so that subnormal results round once.
+    """
+    if x != x:
+        return x + 0.0
+    if x > OVERFLOW:
+        return np.inf
+    if x < UNDERFLOW:
+        return 0.0
+    k = np.rint(x * LOG2_E)
+    r = (x - k * LN2_HIGH) - k * LN2_LOW
+    c = INVERSE_FACTORIALS
+    p = c[13]
+    p = p * r + c[12]
+    p = p * r + c[11]
+    p = p * r + c[10]
+    p = p * r + c[9]
+    p = p * r + c[8]
+    p = p * r + c[7]
+    p = p * r + c[6]
+    p = p * r + c[5]
+    p = p * r + c[4]
+    p = p * r + c[3]
+    p = p * r + c[2]
+    p = p * r + 1.0
+    p = p * r + 1.0
+    n = np.int64(k)
+    half = n >> 1
+    return p * float64_from_bits((half + 1023) << 52) * float64_from_bits((n - half + 1023) << 52)
 
 
 @register_jitable
@@ -382,8 +431,8 @@ def relu_scalar(x):
 def sigmoid_scalar(x):
     # Two branches so that exp never overflows.
     if x >= 0:
-        return 1.0 / (1.0 + np.exp(-x))
-    z = np.exp(x)
+        return 1.0 / (1.0 + exp_scalar(-x))
+    z = exp_scalar(x)
     return z / (1.0 + z)
 
 
@@ -401,7 +450,7 @@ def step_scalar(x):
 @register_jitable
 def gelu_derivative_scalar(x):
     cdf = 0.5 * (1.0 + math.erf(x * 0.7071067811865476))
-    pdf = 0.3989422804014327 * np.exp(-0.5 * x * x)
+    pdf = 0.3989422804014327 * exp_scalar(-0.5 * x * x)
     return cdf + x * pdf
 
 

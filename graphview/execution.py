@@ -21,7 +21,6 @@ lists each in-place step and every copy with its reason.
 import collections
 import heapq
 import threading
-import time
 
 import numpy as np
 
@@ -31,6 +30,7 @@ from graphview.shapes import format_shape
 from graphview.variable import Kind
 
 from kernels import elementwise
+from kernels.launch import flat_broadcast
 
 MAX_PLANS = 64
 
@@ -426,7 +426,7 @@ def _runner(definition, attrs, shape, dtype, in_shapes, in_contiguous, copies=()
         return run_dynamic
     size = int(np.prod(shape, dtype=np.int64))
     if (isinstance(kernel, elementwise.Elementwise) and size < kernel.threshold and not attrs
-            and all(in_contiguous) and all(elementwise.flat_broadcast(s, shape) for s in in_shapes)):
+            and all(in_contiguous) and all(flat_broadcast(s, shape) for s in in_shapes)):
         contiguous = kernel.contiguous
 
         def run_contiguous(*inputs):

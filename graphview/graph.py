@@ -13,7 +13,7 @@ import numpy as np
 from graphview import dtypes
 from graphview.errors import (DTypeError, GraphviewError, NameConflictError, ShapeError,
                               UnknownNameError)
-from graphview.registry import Namespace, get as get_op
+from graphview.registry import Namespace
 from graphview.shapes import format_shape
 from graphview.variable import Kind, Node, Variable
 

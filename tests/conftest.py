@@ -1,6 +1,5 @@
 import os
 
-import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", max_examples=60, deadline=None)

@@ -7,7 +7,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import graphview as gv
-from graphview.execution import executor_of
 
 NUMPY = {"assign_": lambda v, x: v.__setitem__(Ellipsis, x), "add_": np.ndarray.__iadd__,
          "sub_": np.ndarray.__isub__, "mul_": np.ndarray.__imul__, "div_": np.ndarray.__itruediv__}

@@ -6,7 +6,7 @@ from graphview.errors import ExecutionError, ShapeError
 from graphview.registry import defop, public
 from graphview.shapes import format_shape
 from graphview.testing import Sample, transposed
-from graphview.ops.shape import contiguous, reshape_like, broadcast_like
+from graphview.ops.shape import contiguous
 from kernels import nn as kernels
 
 

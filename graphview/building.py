@@ -8,7 +8,7 @@ import numpy as np
 
 from graphview import dtypes
 from graphview.errors import DTypeError, GraphviewError, ShapeError
-from graphview.layouts import table as dim_table  # layouts (issue 8)
+from graphview.layouts import table as dim_table
 from graphview.shapes import format_shape
 from graphview.variable import Kind, Variable
 
@@ -17,7 +17,7 @@ def build_op(graph, definition, inputs, attrs, name):
     op = definition.name
     variables = _as_variables(graph, op, inputs)
     variables = _promote(graph, definition, variables)
-    # layouts (issue 8): Dim-valued axes become ints; reductions over dims with lengths are masked.
+    # Dim-valued axes become ints; reductions over dims with lengths are masked (ADR 0014).
     attrs, masked = dim_table.before_op(graph, definition, variables, attrs, name)
     if masked is not None:
         return masked
@@ -36,7 +36,7 @@ def build_op(graph, definition, inputs, attrs, name):
     shape = tuple(None if d is None else int(d) for d in shape)
     full = graph._new_name(name, op)
     result = graph._add_node(full, Kind.ARRAY, op, [v.name for v in variables], frozen, shape, dtype)
-    dim_table.after_op(graph, definition, variables, result)  # layouts (issue 8): carry dims to the output
+    dim_table.after_op(graph, definition, variables, result)  # carry dims to the output
     return result
 
 

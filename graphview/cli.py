@@ -102,13 +102,9 @@ def build_parser():
     dot.add_argument("target", metavar="TARGET")
     dot.set_defaults(func=_dot)
 
-    try:  # The ADR tooling (issue of the ADR engineer) plugs in when it is installed.
-        from graphview.adr.cli import register
-    except ImportError:
-        register = None
-    if register is not None:
-        adr = register(commands)
-        adr.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    from graphview.adr.cli import register
+    adr = register(commands)
+    adr.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
 

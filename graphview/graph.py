@@ -134,7 +134,7 @@ class Graph:
 
         ``dims`` tags each axis with a gv.Dim; ``lengths`` maps a dynamic dim to the
         name of its int lengths placeholder (see graphview/layouts/table.py)."""
-        if dims is not None or lengths is not None:  # layouts (issue 8): dims side table
+        if dims is not None or lengths is not None:  # dims live in a side table (ADR 0014)
             from graphview.layouts.table import dimmed_placeholder
             return dimmed_placeholder(self, name, shape, dtype, dims, lengths)
         dtype = dtypes.as_dtype(dtype, f"placeholder {name!r}")
@@ -190,7 +190,7 @@ class Graph:
         self._values[full] = array
         return variable
 
-    # --- views and in-place ops (views engineer; ADR 0008, 0009) -------------------
+    # --- views and in-place ops (ADRs 0008, 0009) ----------------------------------
 
     def create_view(self, x, *descriptors, name=None):
         """The view of x selected by INT64 index descriptors (gv.point, gv.interval, gv.all, gv.new_axis)."""
@@ -225,8 +225,6 @@ class Graph:
         if isinstance(x, Variable) and x.graph is not self:
             raise GraphviewError(f"variable {x.name!r} belongs to graph {x.graph.name!r}, not {self.name!r}")
         return function
-
-    # --- end of views and in-place ops ---------------------------------------------
 
     # --- losses ----------------------------------------------------------------
 
@@ -263,7 +261,7 @@ class Graph:
         names = [self._name_of(o) for o in ([outputs] if isinstance(outputs, (str, Variable)) else outputs)]
         return executor_of(self).run(placeholders, names, listeners)
 
-    # --- gradients (autodiff engineer; the logic lives in graphview/autodiff.py) ---
+    # --- gradients (graphview/autodiff.py, ADR 0005) ----------------------------------
 
     def calculate_gradients(self, placeholders, wrt, listeners=None):
         """``{name: gradient array}`` of the sum of the losses (``set_loss``) for each name in ``wrt``."""
@@ -275,9 +273,7 @@ class Graph:
         from graphview.autodiff import gradient_graph
         return gradient_graph(self, wrt)
 
-    # --- end gradients ---
-
-    # --- training (training engineer; the logic lives in graphview/training/) ---
+    # --- training (graphview/training/, ADR 0013) --------------------------------------
 
     def fit(self, dataset, epochs, config, listeners=None, validation=None, progress=None, resume_from=None):
         """Train the variables on a data set of batches; returns a History. See graphview.training.fit."""
@@ -288,8 +284,6 @@ class Graph:
         """Accuracy, per-class precision/recall and a confusion matrix of ``output`` against ``label``."""
         from graphview.training.evaluation import evaluate
         return evaluate(self, dataset, output, label, feature_mapping, classes)
-
-    # --- end training ---
 
     def explain(self, outputs):
         """A readable plan for computing ``outputs``: steps, views and buffer reuse."""
@@ -309,14 +303,12 @@ class Graph:
         title = f"graph {self.name!r}: {len(self._order)} variables"
         return "\n".join([title] + lines)
 
-    # --- graph files (CLI issue; the format lives in graphview/serialization.py) ---
+    # --- graph files (graphview/serialization.py, ADR 0010) ----------------------------
 
     def save(self, path, placeholders=None):
         """Write the graph, and optionally placeholder values by name, to a graph file; see gv.load."""
         from graphview.serialization import save
         save(self, path, placeholders)
-
-    # --- end graph files ---
 
     def __repr__(self):
         return f"<graphview.Graph {self.name!r} with {len(self._order)} variables>"

@@ -1,6 +1,6 @@
 """One training step's arithmetic: the loss and every gradient from a single executor run.
 
-The autodiff engineer's gradient graph (``g.gradient_graph(wrt)``, ADR 0005)
+The gradient graph (``g.gradient_graph(wrt)``, ADR 0005)
 holds the forward nodes and the backward nodes together, and reads variable
 values from the forward graph's store at run time; asking its executor for the
 loss nodes and the gradient nodes at once computes the forward pass once.

@@ -31,7 +31,8 @@ def _positive(kind):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
+            described = {int: "an integer", float: "a number"}.get(kind, kind.__name__)
+            raise argparse.ArgumentTypeError(f"{text!r} is not {described}") from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
         return value

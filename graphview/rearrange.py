@@ -23,6 +23,7 @@ from graphview.registry import default_graph
 from graphview.variable import Kind
 
 _TOKEN = re.compile(r"\(|\)|[A-Za-z_][A-Za-z0-9_]*|1|\.\.\.|\S")
+ELLIPSIS = "..."
 
 
 class PatternError(GraphviewError, ValueError):
@@ -44,13 +45,47 @@ def parse_side(text, pattern):
             group = None
         elif token == "1":
             (group if group is not None else items).append("1")
-        elif token.isidentifier():
+        elif token.isidentifier() or token == ELLIPSIS:
             (group if group is not None else items).append(token)
         else:
-            raise PatternError(f"rearrange {pattern!r}: unexpected {token!r} (ellipsis is not supported)")
+            raise PatternError(f"rearrange {pattern!r}: unexpected {token!r}")
     if group is not None:
         raise PatternError(f"rearrange {pattern!r}: '(' without ')'")
     return items
+
+
+def expand_ellipsis(left, right, rank, pattern):
+    """Both sides with ``...`` replaced by names for the axes the left side does not name."""
+    counts = [sum(item.count(ELLIPSIS) if isinstance(item, tuple) else item == ELLIPSIS for item in side)
+              for side in (left, right)]
+    if max(counts) > 1:
+        raise PatternError(f"rearrange {pattern!r}: '...' may appear at most once on each side")
+    if counts[0] != counts[1]:
+        side = "left" if counts[1] else "right"
+        raise PatternError(f"rearrange {pattern!r}: '...' on one side only (add it to the {side} side)")
+    if not counts[0]:
+        return left, right
+    if any(isinstance(item, tuple) and ELLIPSIS in item for item in left):
+        raise PatternError(f"rearrange {pattern!r}: '...' cannot be split, so it cannot sit in a group on the left")
+    missing = rank - (len(left) - 1)
+    if missing < 0:
+        raise PatternError(f"rearrange {pattern!r}: the left side names {len(left) - 1} axes besides '...' "
+                           f"but the input has {rank}")
+    names = tuple(f"...{i}" for i in range(missing))   # cannot clash: not identifiers
+
+    def expand(side):
+        result = []
+        for item in side:
+            if item == ELLIPSIS:
+                result.extend(names)
+            elif isinstance(item, tuple) and ELLIPSIS in item:
+                grouped = tuple(n for part in item for n in (names if part == ELLIPSIS else (part,)))
+                result.append(grouped if grouped else "1")
+            else:
+                result.append(item)
+        return result
+
+    return expand(left), expand(right)
 
 
 def _names(items):
@@ -69,6 +104,7 @@ def rearrange(x, pattern, **sizes):
         raise PatternError(f"rearrange: the pattern must look like 'a b c -> c (a b)', not {pattern!r}")
     left_text, right_text = pattern.split("->")
     left, right = parse_side(left_text, pattern), parse_side(right_text, pattern)
+    left, right = expand_ellipsis(left, right, len(x.shape), pattern)
     if len(left) != len(x.shape):
         raise PatternError(f"rearrange {pattern!r}: the left side names {len(left)} axes but {x.name!r} has "
                            f"{len(x.shape)} (shape {x.shape})")

@@ -27,6 +27,13 @@ CASES = [
     ("b h (w1 w2) c -> b h w1 w2 c", {"w1": 2}, DATA.reshape(2, 3, 2, 2, 5)),
     ("b h (w1 w2) c -> b (h w2) w1 c", {"w2": 2}, DATA.reshape(2, 3, 2, 2, 5).transpose(0, 1, 3, 2, 4).reshape(2, 6, 2, 5)),
     ("b h w c -> b h w c", {}, DATA),
+    ("b ... c -> b c ...", {}, DATA.transpose(0, 3, 1, 2)),
+    ("... c -> c ...", {}, DATA.transpose(3, 0, 1, 2)),
+    ("b ... -> b (...)", {}, DATA.reshape(2, 60)),
+    ("b ... c -> (b ...) c", {}, DATA.reshape(24, 5)),
+    ("b h w c ... -> b ... h w c", {}, DATA),
+    ("b h w c ... -> b h w c (...)", {}, DATA[..., None]),
+    ("... (w1 w2) c -> ... w2 w1 c", {"w1": 2}, DATA.reshape(2, 3, 2, 2, 5).swapaxes(2, 3)),
 ]
 
 
@@ -80,7 +87,11 @@ def test_dynamic_sizes_merge_and_split_back_to_the_same_dims():
     ("b h w c -> b (h (w c))", {}, "groups cannot nest"),
     ("b h w c -> b h w c", {"q": 2}, "sizes given for \\['q'\\]"),
     ("b h (w1 w2 w3) c -> b h w1 w2 w3 c", {}, "all but one"),
-    ("b h w c -> ... c", {}, "ellipsis is not supported"),
+    ("b h w c -> ... c", {}, "'...' on one side only \\(add it to the left side\\)"),
+    ("... h ... -> h", {}, "at most once on each side"),
+    ("(b ...) c -> b c ...", {}, "cannot sit in a group on the left"),
+    ("a b c d e ... -> a b c d e ...", {}, "names 5 axes besides '...' but the input has 4"),
+    ("b h w c -> b h w c !", {}, "unexpected '!'"),
     ("b h w c -> b h w c", {"h": 5}, "h=5 but that axis has size 3"),
 ])
 def test_bad_patterns_say_what_is_wrong(pattern, sizes, match):
@@ -111,3 +122,16 @@ def test_gradient_check_through_split_permute_merge():
     g.set_loss(g.math.sum(g.math.sin(y) * g.constant("w", np.random.default_rng(1).normal(size=(2, 6, 3)))))
     report = gv.check_gradients(g, {"x": np.random.default_rng(2).normal(size=(2, 6, 3))}, wrt=["x"])
     assert report.passed, str(report)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 5), st.data())
+def test_ellipsis_stands_for_the_unnamed_axes(rank, data):
+    shape = tuple(data.draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank)))
+    named = data.draw(st.integers(0, rank))
+    array = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+    names = [f"n{i}" for i in range(named)]
+    pattern = f"{' '.join(names)} ... -> ... {' '.join(reversed(names))}"
+    _, _, result = evaluate(pattern, array)
+    expected = np.moveaxis(array, list(range(named)), list(range(rank - 1, rank - 1 - named, -1)))
+    np.testing.assert_array_equal(result, expected)

@@ -8,7 +8,6 @@ traceback only with ``--debug``). See adr/0011-cli-design.md.
 import argparse
 import os
 import sys
-import threading
 import time
 
 PASSED, FAILED, USAGE = 0, 1, 2
@@ -238,6 +237,16 @@ def _progress(args, **settings):
                 **settings)
 
 
+def _advance(bar):
+    """A ``check_gradients`` progress callback that moves ``bar``."""
+    def advance(done, total):
+        if bar.total != total:
+            bar.total = total
+            bar.refresh()
+        bar.update(done - bar.n)
+    return advance
+
+
 def _check_target(args, options):
     from graphview import cli_report
     from graphview.errors import InplaceModificationError
@@ -252,8 +261,8 @@ def _check_target(args, options):
         options["skip"] = tuple(args.skip)
     start = time.perf_counter()
     try:
-        with _Elapsed(args, f"gradcheck {args.target}"):
-            report = check_gradients(graph, placeholders, **options)
+        with _progress(args, total=0, desc=f"gradcheck {args.target}", unit="element") as bar:
+            report = check_gradients(graph, placeholders, progress=_advance(bar), **options)
     except InplaceModificationError as error:
         print(f"FAILED: the non-inplace validation listener stopped the check: {error}")
         document = {"target": args.target, "passed": False, "variables": [], "failures": [],
@@ -270,38 +279,6 @@ def _check_target(args, options):
     junit = cli_report.junit(f"graphview.gradcheck.{args.target}",
                              cli_report.target_testcases(args.target, report, seconds))
     return document, junit, passed
-
-
-class _Elapsed:
-    """A status line on stderr while one long call runs, shown once it has taken a second.
-
-    ``check_gradients`` reports nothing until it returns, so a single target shows the
-    time spent rather than a fraction done; the op suite has a real bar (one step per sample).
-    """
-
-    def __init__(self, args, description):
-        self.show = not args.quiet and sys.stderr.isatty()
-        self.description = description
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._tick, daemon=True)
-
-    def _tick(self):
-        if self.stop.wait(PROGRESS_DELAY):
-            return
-        from tqdm import tqdm
-        with tqdm(file=sys.stderr, desc=self.description, bar_format="{desc}: {elapsed} elapsed", leave=False) as bar:
-            while not self.stop.wait(0.5):
-                bar.refresh()
-
-    def __enter__(self):
-        if self.show:
-            self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        if self.show:
-            self.thread.join()
 
 
 def _check_suite(args, options):

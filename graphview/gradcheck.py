@@ -117,7 +117,7 @@ def relative_error(analytic, numeric):
 
 def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e-5, min_abs_error=1e-6, skip=(),
                     mask=None, max_per_param=None, subset="random", seed=12345, exit_on_first_failure=False,
-                    fast=False, validate_inplace=True, activations=False):
+                    fast=False, validate_inplace=True, activations=False, progress=None):
     """Compare the analytic gradients of the sum of ``graph``'s losses with central differences.
 
     ``wrt`` defaults to every trainable floating-point variable (placeholders and
@@ -127,6 +127,8 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
     "every_n"). ``fast=True`` compares one random projection per variable and
     reruns the full check of a variable whose projection fails. ``activations=True``
     also checks every floating-point intermediate (ARRAY) value the loss depends on.
+    ``progress(done, total)``, when given, is called once before the first comparison
+    and after each; ``total`` grows when fast mode reruns a variable in full.
     """
     if subset not in SUBSETS:
         raise GraphviewError(f"check_gradients: subset must be one of {', '.join(SUBSETS)}, not {subset!r}")
@@ -148,6 +150,8 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
         report.violations.extend(listener.violations)
     settings = dict(eps=eps, max_rel_error=max_rel_error, min_abs_error=min_abs_error, mask=mask,
                     max_per_param=max_per_param, subset=subset, seed=seed, stop=exit_on_first_failure)
+    counts = [_elements(name, analytic[name].shape, settings).size for name in names]
+    settings["progress"] = _Progress(progress, sum(min(c, 1) if fast else c for c in counts))
     if _reentrancy(report, analytic, gradients.run(feeds), exit_on_first_failure):
         return report
     for name in names:
@@ -155,9 +159,25 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
         result = report.variables[name] = VariableResult(name, tuple(loss.array.shape))
         if fast and not _fast_check(report, result, loss, analytic[name], settings):
             continue
+        if fast:
+            settings["progress"].total += _elements(name, analytic[name].shape, settings).size
         if _full_check(report, result, loss, analytic[name], settings):
             return report
     return report
+
+
+class _Progress:
+    """Counts comparisons and reports ``(done, total)`` to an optional callback."""
+
+    def __init__(self, callback, total):
+        self.callback, self.done, self.total = callback, 0, total
+        if callback is not None:
+            callback(0, total)
+
+    def step(self):
+        self.done += 1
+        if self.callback is not None:
+            self.callback(self.done, self.total)
 
 
 def float64_copy(graph, placeholders):
@@ -312,7 +332,9 @@ def _full_check(report, result, loss, analytic, settings):
         finally:
             array[index] = original
         numeric = (plus - minus) / (2 * eps)
-        if _compare(report, result, loss.name, index, float(analytic[index]), numeric, settings) and settings["stop"]:
+        failed = _compare(report, result, loss.name, index, float(analytic[index]), numeric, settings)
+        settings["progress"].step()
+        if failed and settings["stop"]:
             return True
     return False
 
@@ -341,7 +363,9 @@ def _fast_check(report, result, loss, analytic, settings):
         array[...] = original
     numeric = (plus - minus) / (2 * eps)
     projected = float(np.sum(analytic * direction))
-    return _compare(report, result, loss.name, None, projected, numeric, settings, kind="fast")
+    failed = _compare(report, result, loss.name, None, projected, numeric, settings, kind="fast")
+    settings["progress"].step()
+    return failed
 
 
 # --- op validation -----------------------------------------------------------------------

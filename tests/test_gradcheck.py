@@ -169,6 +169,18 @@ def test_fast_mode_checks_one_projection_per_variable_and_explains_a_failure():
     assert "a (projection) FAILED" in str(report)
 
 
+def test_progress_reports_every_comparison_and_grows_when_fast_mode_reruns():
+    calls = []
+    g, feeds = mlp()
+    report = gv.check_gradients(g, feeds, max_per_param=7, progress=lambda done, total: calls.append((done, total)))
+    checked = sum(v.checked for v in report.variables.values())
+    assert calls == [(done, checked) for done in range(checked + 1)] and checked == 7 + 5 + 7
+    calls.clear()
+    gv.check_gradients(with_op(wrong_square), {}, fast=True, progress=lambda *c: calls.append(c))
+    assert calls[0] == (0, 2) and calls[-1] == (14, 14)   # a's projection fails: 12 more elements
+    assert [done for done, _ in calls] == list(range(15))
+
+
 def test_gradients_that_differ_between_two_runs_are_a_reentrancy_failure():
     g = gv.Graph()
     x = g.var("x", np.ones(3))

@@ -5,7 +5,7 @@ from graphview import dtypes
 from graphview.registry import defop, public
 from graphview.shapes import normalize_axis
 from graphview.testing import Sample, transposed
-from graphview.ops.math import elementwise, mul, sub, exp, unary_samples
+from graphview.ops.math import elementwise, mul, sub, exp, square, unary_samples
 from graphview.ops.reduce import sum as reduce_sum, three_axis_view
 from graphview.ops.shape import contiguous
 from kernels import elementwise as elementwise_kernels
@@ -30,9 +30,18 @@ def _gelu_derivative_reference(x):
 step = elementwise("step", elementwise_kernels.step, promote="float", namespace=None, differentiable=False,
                    reference=lambda x: (x > 0).astype(x.dtype), samples=unary_samples(),
                    doc="1 where x > 0, else 0 (the derivative of relu).")
+_INV_SQRT_2PI = 0.3989422804014327
+
+
+def _gelu_second_derivative(x):
+    """(2 - x^2) * phi(x), phi the standard normal density: the derivative of gelu_derivative."""
+    return mul(sub(2.0, square(x)), mul(exp(mul(square(x), -0.5)), _INV_SQRT_2PI))
+
+
 gelu_derivative = elementwise("gelu_derivative", elementwise_kernels.gelu_derivative, promote="float",
-                              namespace=None, differentiable=False, reference=_gelu_derivative_reference,
-                              samples=unary_samples(), doc="The derivative of gelu.")
+                              namespace=None, vjp=lambda g, out, x: (mul(g, _gelu_second_derivative(x)),),
+                              reference=_gelu_derivative_reference, samples=unary_samples(),
+                              doc="The derivative of gelu.")
 relu = elementwise("relu", elementwise_kernels.relu, promote="float", namespace="nn",
                    vjp=lambda g, out, x: (mul(g, step(x)),), reference=lambda x: np.maximum(x, 0).astype(x.dtype),
                    samples=unary_samples(), doc="max(x, 0).")

@@ -409,13 +409,27 @@ def _part_slices(shapes, axis, index):
     return tuple(part)
 
 
+def _zeros_like(x, dtype):
+    """Zeros of x's shape (known or not) in ``dtype``: a broadcast view of one scalar."""
+    return _broadcast_like(x.graph.constant_like(0.0, dtype), x)
+
+
+def _concat_part_vjp(grad, out, g, *inputs, axis=0, index=0):
+    # concat_part is linear in g: its transpose puts grad back in place, zeros elsewhere.
+    parts = [grad if i == index else _zeros_like(x, grad.dtype) for i, x in enumerate(inputs)]
+    return (_concat(*parts, axis=axis),) + (None,) * len(inputs)
+
+
 concat_part = _view_op(
     "concat_part", lambda g, *inputs, axis=0, index=0: inputs[index],
     lambda g, *inputs, axis=0, index=0: g[_part_slices([x.shape for x in inputs], axis, index)],
-    None, lambda: [Sample((np.arange(12.0).reshape(6, 2), np.zeros((2, 2)), np.zeros((4, 2))), {"axis": 0, "index": 1},
-                          constant_inputs=(1, 2))],
+    _concat_part_vjp,
+    lambda: [Sample((np.arange(12.0).reshape(6, 2), np.zeros((2, 2)), np.zeros((4, 2))), {"axis": 0, "index": 1},
+                    constant_inputs=(1, 2)),
+             Sample((np.arange(12.0).reshape(2, 6), np.zeros((2, 3)), np.zeros((2, 3))), {"axis": -1, "index": 0},
+                    label="last axis", constant_inputs=(1, 2))],
     lambda g, *inputs, axis=0, index=0: g[_part_slices([x.shape for x in inputs], axis, index)],
-    "The part of a concat's gradient that belongs to input ``index``.", differentiable=False)
+    "The part of a concat's gradient that belongs to input ``index``.")
 
 
 def _select_slices(rank, axis, index):
@@ -424,9 +438,16 @@ def _select_slices(rank, axis, index):
     return tuple(part)
 
 
+def _select_index_vjp(grad, out, g, axis=0, index=0):
+    # select_index is linear in g: its transpose stacks grad at ``index`` among zeros.
+    count = g.shape[normalize_axis(axis, len(g.shape))]
+    parts = [grad if i == index else _zeros_like(grad, grad.dtype) for i in range(count)]
+    return (_stack(*parts, axis=axis),)
+
+
 select_index = _view_op(
     "select_index", lambda g, axis=0, index=0: g[:normalize_axis(axis, len(g))] + g[normalize_axis(axis, len(g)) + 1:],
-    lambda g, axis=0, index=0: g[_select_slices(g.ndim, axis, index)], None,
+    lambda g, axis=0, index=0: g[_select_slices(g.ndim, axis, index)], _select_index_vjp,
     lambda: [Sample((np.arange(12.0).reshape(3, 4),), {"axis": 1, "index": 2})],
     lambda g, axis=0, index=0: g[_select_slices(g.ndim, axis, index)],
-    "Index ``index`` of axis ``axis`` (a view): the part of a stack's gradient for one input.", differentiable=False)
+    "Index ``index`` of axis ``axis`` (a view): the part of a stack's gradient for one input.")

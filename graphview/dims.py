@@ -12,7 +12,8 @@ offsets fold and commute, because a constant has no identity to keep apart:
 ``(1 + x) - 1 is x`` and ``x + 1 + 1 is x + 2``.
 
 Which graph values carry which dims, and the per-batch-entry lengths of dynamic
-dims, live in a side table per graph: see :mod:`graphview.dimtable`.
+dims, live in a side table per graph: see :mod:`graphview.layouts.table` (saved in graph files by
+:mod:`graphview.layouts.dimfile`).
 """
 import threading
 

@@ -1,7 +1,8 @@
 """Graph files: ``g.save(path)`` writes one, ``gv.load(path)`` reads it back.
 
 A graph file is a zip holding ``graph.json`` (format name and version, the
-graph's name, every node as recorded, the loss variables) and one ``.npy``
+graph's name, every node as recorded, the loss variables, and the dims of
+:mod:`graphview.layouts.dimfile` when the graph has any) and one ``.npy``
 member per stored array (variable and constant values, and optionally
 placeholder values for the CLI). Loading parses JSON and reads arrays with
 ``allow_pickle=False``: nothing in a file is ever executed. Nodes are
@@ -25,6 +26,7 @@ import numpy as np
 from graphview import dtypes
 from graphview.building import freeze_attrs
 from graphview.errors import GraphFileError, GraphviewError
+from graphview.layouts import dimfile
 from graphview.registry import get as get_op
 from graphview.shapes import format_shape
 from graphview.variable import Kind
@@ -68,6 +70,7 @@ def save(graph, path, placeholders=None):
         stored.append({"name": name, "value": store("placeholders", _checked_placeholder(graph, name, value))})
     document = {"format": FORMAT, "version": VERSION, "graphview": __version__, "name": graph.name,
                 "nodes": nodes, "losses": list(graph._losses), "placeholders": stored}
+    document.update(dimfile.write(graph))
     text = _layout(document)
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
@@ -217,6 +220,7 @@ class _Reader:
         graph = Graph(document["name"])
         for position, entry in enumerate(document["nodes"]):
             self._add(graph, position, entry)
+        dimfile.read(document, graph, lambda message: self.fail(f"{GRAPH_JSON}: {message}"))
         losses = document["losses"]
         if losses:
             for name in losses:

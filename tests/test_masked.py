@@ -44,6 +44,28 @@ def test_mean_over_everything_counts_only_valid_entries():
     np.testing.assert_allclose(result, np.mean(np.concatenate([data[b, :n] for b, n in enumerate(lengths)])))
 
 
+def test_a_merge_of_time_then_features_keeps_lengths_and_stays_masked():
+    g, seq, time, feature = graph()
+    merged = gv.rearrange(seq, "b t f -> b (t f)")
+    lengths_name = gv.lengths_of(g, time * feature).name
+    assert gv.lengths_of(g, time * feature).name == lengths_name   # built once
+    total, probabilities = g.math.max(merged, axis=1), g.nn.softmax(merged, axis=time * feature)
+    assert (total.op, probabilities.op) == ("masked_max", "masked_softmax")
+    data, lengths = sequences()
+    values = g.output({"seq": data, "seq_len": lengths}, [total, probabilities])
+    np.testing.assert_allclose(values[total.name], [data[b, :n].max() for b, n in enumerate(lengths)])
+    for b, n in enumerate(lengths):
+        valid = np.exp(data[b, :n].reshape(-1) - data[b, :n].max())
+        np.testing.assert_allclose(values[probabilities.name][b, :n * 4], valid / valid.sum(), rtol=1e-12)
+        assert not values[probabilities.name][b, n * 4:].any()
+
+
+def test_a_merge_with_time_inside_has_no_lengths():
+    g, seq, time, feature = graph()
+    interleaved = gv.rearrange(seq, "b t f -> b (f t)")   # padding is spread through the merged axis
+    assert gv.lengths_of(g, feature * time) is None and g.math.sum(interleaved, axis=1).op == "sum"
+
+
 def test_reductions_over_other_axes_are_not_masked():
     g, seq, time, feature = graph()
     assert g.math.sum(seq, axis=feature).op == "sum"

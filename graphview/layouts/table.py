@@ -83,11 +83,35 @@ def _describe(dims):
 
 
 def lengths_of(graph, dim):
-    """The lengths variable of a dynamic ``dim`` in ``graph``, or None."""
+    """The lengths variable of a dynamic ``dim`` in ``graph``, or None.
+
+    A merge ``outer * inner`` of a dim with lengths (outer) and a static one
+    keeps its padding at the end, so it has lengths too: ``outer's * inner.size``,
+    built once when first asked for (``gv.rearrange(x, "b t f -> b (t f)")``).
+    """
     from graphview.variable import Variable
     found = table(graph, create=False)
-    name = found.lengths.get(dim) if found else None
-    return None if name is None else Variable(graph, name)
+    if not found or not found.lengths or not isinstance(dim, Dim):
+        return None
+    name = found.lengths.get(dim)
+    if name is not None:
+        return Variable(graph, name)
+    return _merged_lengths(graph, dim)
+
+
+def _merged_lengths(graph, dim):
+    derived = dim.canonical().derived_from
+    if derived is None or derived[0] != "mul" or not isinstance(derived[1], Dim):
+        return None
+    _, outer, inner = derived
+    size = inner.size if isinstance(inner, Dim) else inner
+    outer_lengths = lengths_of(graph, outer) if size is not None else None
+    if outer_lengths is None:
+        return None
+    from graphview.ops.math import mul
+    lengths = mul(outer_lengths, size)
+    declare_lengths(dim, lengths)
+    return lengths
 
 
 def dynamic_axes(x):
@@ -97,8 +121,9 @@ def dynamic_axes(x):
         return []
     result = []
     for axis, dim in enumerate(dims_of(x)):
-        if dim is not None and dim in found.lengths:
-            result.append((axis, dim, lengths_of(x.graph, dim)))
+        lengths = lengths_of(x.graph, dim) if dim is not None and dim.size is None else None
+        if lengths is not None:
+            result.append((axis, dim, lengths))
     return result
 
 

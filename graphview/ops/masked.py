@@ -402,12 +402,14 @@ def redirect(op, variables, attrs, name):
         hit = dynamic
     if not hit:
         return None
-    if len(hit) > 1:
+    if len(hit) > 1 and op not in REDUCTIONS:
         raise DimError(f"{op} over {x.name!r}: masking over two dynamic dims ({hit[0][1]!r}, {hit[1][1]!r}) is "
-                       "not supported; reduce one at a time, or build it inside gv.unmasked()")
+                       f"only supported for reductions; build it inside gv.unmasked() and mask it yourself")
     time_axis, dim, lengths = hit[0]
     batch_axis = table.axis_of(x, batch_dim, f"{op} over {dim!r} (masked by its lengths {lengths.name!r})")
     common = dict(name=name, batch_axis=batch_axis, time_axis=time_axis)
+    if len(hit) > 1:
+        return _reduce_over_several(op, x, hit, attrs, common)
     if op in REDUCTIONS:
         return REDUCTIONS[op](x, lengths, axis=attrs.get("axis"), keepdims=bool(attrs.get("keepdims", False)),
                               **common)
@@ -417,3 +419,41 @@ def redirect(op, variables, attrs, name):
         return masked_softmax_cross_entropy(x, variables[1], lengths, **common)
     from graphview.ops.math import square, sub
     return masked_mean(square(sub(x, variables[1])), lengths, axis=None, keepdims=False, **common)
+
+
+NEUTRAL = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf, "logsumexp": -np.inf}
+
+
+def _reduce_over_several(op, x, hit, attrs, common):
+    """A reduction over several dims with lengths: the first masks through its masked op, the others
+    through ``where`` with the reduction's neutral value (whose gradient is exactly 0 at padding, so
+    nothing read there, NaN included, reaches a gradient).
+
+    Each batch entry's valid region is a box, so a mean divides the masked sum by the product of the
+    lengths times the number of entries over the other reduced axes.
+    """
+    from graphview.ops.math import cast, div, mul, where
+    from graphview.ops.reduce import sum as reduce_sum
+    from graphview.ops.shape import numel, reshape
+    axis, keepdims = attrs.get("axis"), bool(attrs.get("keepdims", False))
+    if not dtypes.is_float(x.dtype):
+        x = cast(x, dtypes.FLOAT64)
+    for _, dim, _ in hit[1:]:
+        x = where(table.mask_of(x, dim), x, NEUTRAL[op])
+    lengths = hit[0][2]
+    if op != "mean":
+        return REDUCTIONS[op](x, lengths, axis=axis, keepdims=keepdims, **common)
+    name, common = common["name"], {key: value for key, value in common.items() if key != "name"}
+    total = masked_sum(x, lengths, axis=axis, keepdims=keepdims, **common)
+    count = cast(lengths, x.dtype)
+    for _, _, more in hit[1:]:
+        count = mul(count, cast(more, x.dtype))
+    rank, batch = len(x.shape), common["batch_axis"]
+    axes = normalize_axes(axis, rank)
+    others = tuple(a for a in axes if a not in (batch, *(entry[0] for entry in hit)))
+    if others:
+        count = mul(count, numel(x, axis=others))
+    if batch in axes:
+        return div(total, reduce_sum(count), name=name)
+    kept = list(range(rank)) if keepdims else [a for a in range(rank) if a not in axes]
+    return div(total, reshape(count, tuple(-1 if a == batch else 1 for a in kept)), name=name)

@@ -22,7 +22,6 @@ from graphview.dims import Dim, batch_dim
 from graphview.errors import GraphviewError
 from graphview.layouts import table
 
-KEYS = ("dims", "axis_dims", "dim_lengths")
 OPERATIONS = tuple(dimmath.SYMBOLS)
 
 

@@ -20,6 +20,7 @@ lists each in-place step and every copy with its reason.
 """
 import collections
 import heapq
+import math
 import threading
 
 import numpy as np
@@ -424,7 +425,7 @@ def _runner(definition, attrs, shape, dtype, in_shapes, in_contiguous, copies=()
             kernel(*inputs, out, **attrs)
             return out
         return run_dynamic
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
     if (isinstance(kernel, elementwise.Elementwise) and size < kernel.threshold and not attrs
             and all(in_contiguous) and all(flat_broadcast(s, shape) for s in in_shapes)):
         contiguous = kernel.contiguous

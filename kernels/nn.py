@@ -6,6 +6,38 @@ JIT = dict(cache=True, nogil=True, error_model="numpy")
 
 
 @njit(**JIT)
+def _softmax_last_axis(x, out, log):
+    """softmax_rows for inner == 1 (softmax over the last axis): one row at a time, in scalars.
+
+    The max and the exponentials stay in x's precision (float32 uses expf, as NumPy
+    does for float32); the sum is accumulated in float64.
+    """
+    outer, n = x.shape[0], x.shape[1]
+    for o in range(outer):
+        if n == 0:
+            continue
+        top = x[o, 0, 0]
+        for i in range(1, n):
+            if x[o, i, 0] > top:
+                top = x[o, i, 0]
+        if top == -np.inf:   # every entry is -inf: shift by 0 instead (read back from out, in x's dtype)
+            out[o, 0, 0] = 0
+            top = out[o, 0, 0]
+        total = 0.0
+        for i in range(n):
+            value = np.exp(x[o, i, 0] - top)
+            out[o, i, 0] = value
+            total += value
+        if log:
+            shift = top + np.log(total)
+            for i in range(n):
+                out[o, i, 0] = x[o, i, 0] - shift
+        else:
+            for i in range(n):
+                out[o, i, 0] = out[o, i, 0] / total
+
+
+@njit(**JIT)
 def softmax_rows(x, out, log):
     """Softmax (or log-softmax when ``log``) along the middle axis, shifted by the max.
 
@@ -13,6 +45,9 @@ def softmax_rows(x, out, log):
     whichever axis is reduced.
     """
     outer, n, inner = x.shape
+    if inner == 1:
+        _softmax_last_axis(x, out, log)
+        return
     top = np.empty(inner)
     total = np.empty(inner)
     for o in range(outer):
@@ -46,18 +81,50 @@ def softmax_rows(x, out, log):
 @njit(**JIT)
 def softmax_cross_entropy(logits, labels, out):
     """Mean over rows of logsumexp(logits[r]) - logits[r, labels[r]]; labels are checked by the caller."""
-    rows = logits.shape[0]
+    rows, classes = logits.shape
     total = 0.0
     for r in range(rows):
-        top = -np.inf
-        for c in range(logits.shape[1]):
+        top = logits[r, 0]   # in logits' dtype, so float32 rows use float32 exponentials
+        for c in range(1, classes):
             if logits[r, c] > top:
                 top = logits[r, c]
         acc = 0.0
-        for c in range(logits.shape[1]):
+        for c in range(classes):
             acc += np.exp(logits[r, c] - top)
         total += top + np.log(acc) - logits[r, labels[r]]
     out[0] = total / rows if rows else np.nan
+
+
+@njit(**JIT)
+def softmax_cross_entropy_grad(logits, labels, scale, out):
+    """out = (softmax(logits) - one_hot(labels)) * scale, row by row; labels are checked by the caller."""
+    rows, classes = logits.shape
+    for r in range(rows):
+        top = logits[r, 0]
+        for c in range(1, classes):
+            if logits[r, c] > top:
+                top = logits[r, c]
+        if top == -np.inf:   # every logit is -inf: shift by 0 instead (read back from out, in logits' dtype)
+            out[r, 0] = 0
+            top = out[r, 0]
+        total = 0.0
+        for c in range(classes):
+            value = np.exp(logits[r, c] - top)
+            out[r, c] = value
+            total += value
+        factor = scale / total
+        for c in range(classes):
+            out[r, c] = out[r, c] * factor
+        out[r, labels[r]] -= scale
+
+
+@njit(**JIT)
+def first_bad_label(labels, classes):
+    """The index of the first label outside [0, classes), or -1 when all are valid."""
+    for i in range(labels.shape[0]):
+        if labels[i] < 0 or labels[i] >= classes:
+            return i
+    return -1
 
 
 @njit(**JIT)

@@ -1,4 +1,6 @@
 """Linear algebra: matmul (2-D and batched with broadcast leading dims) and transpose."""
+import math
+
 import numpy as np
 
 from graphview import dtypes
@@ -49,7 +51,7 @@ def _batched(x, batch):
     if x.ndim == 2:
         return contiguous(x)[None]
     if x.shape[:-2] != batch:
-        if int(np.prod(x.shape[:-2], dtype=np.int64)) == 1:
+        if math.prod(x.shape[:-2]) == 1:
             return contiguous(x).reshape((1,) + x.shape[-2:])
         x = np.broadcast_to(x, batch + x.shape[-2:])
     return contiguous(x).reshape((-1,) + x.shape[-2:])

@@ -11,10 +11,16 @@ from kernels import nn as kernels
 
 
 def check_labels(op, labels, classes):
-    """Numba does no bounds checking: labels are validated before any kernel reads with them."""
-    if labels.size and (labels.min() < 0 or labels.max() >= classes):
-        bad = labels[(labels < 0) | (labels >= classes)].ravel()[0]
-        raise ExecutionError(f"{op}: label {bad} is out of range for {classes} classes (valid: 0..{classes - 1})")
+    """Numba does no bounds checking: labels are validated before any kernel reads with them.
+
+    Returns the labels flattened (C order), ready for the kernels.
+    """
+    flat = contiguous(labels).reshape(-1)
+    bad = kernels.first_bad_label(flat, classes)
+    if bad >= 0:
+        raise ExecutionError(f"{op}: label {flat[bad]} is out of range for {classes} classes "
+                             f"(valid: 0..{classes - 1})")
+    return flat
 
 
 def _cross_entropy_shape(logits, labels):
@@ -35,8 +41,8 @@ def _cross_entropy_dtype(logits, labels):
 
 def _cross_entropy_kernel(logits, labels, out):
     classes = logits.shape[-1]
-    check_labels("softmax_cross_entropy", labels, classes)
-    kernels.softmax_cross_entropy(contiguous(logits).reshape(-1, classes), contiguous(labels).reshape(-1), out.reshape(1))
+    flat = check_labels("softmax_cross_entropy", labels, classes)
+    kernels.softmax_cross_entropy(contiguous(logits).reshape(-1, classes), flat, out.reshape(1))
 
 
 def _cross_entropy_reference(logits, labels):
@@ -47,11 +53,7 @@ def _cross_entropy_reference(logits, labels):
 
 
 def _cross_entropy_vjp(g, out, logits, labels):
-    from graphview.ops.math import div, mul, sub
-    from graphview.ops.nn import softmax
-    from graphview.ops.shape import numel
-    difference = sub(softmax(logits, -1), _one_hot(labels, logits))
-    return (mul(difference, div(g, numel(labels))), None)
+    return (_cross_entropy_grad(logits, labels, g), None)
 
 
 def _cross_entropy_samples():
@@ -73,10 +75,57 @@ _softmax_cross_entropy = defop(
     doc="Mean over examples of -log softmax(logits)[label]; labels are integer class indices.")
 
 
+# --- the gradient of softmax_cross_entropy, fused ---------------------------------------------
+
+def _cross_entropy_grad_kernel(logits, labels, g, out):
+    classes = logits.shape[-1]
+    flat = check_labels("softmax_cross_entropy_grad", labels, classes)
+    scale = float(g) / flat.size if flat.size else np.nan
+    kernels.softmax_cross_entropy_grad(contiguous(logits).reshape(-1, classes), flat, scale, out.reshape(-1, classes))
+
+
+def _cross_entropy_grad_shape(logits, labels, g):
+    _cross_entropy_shape(logits, labels)
+    if tuple(g) != ():
+        raise ShapeError(f"the incoming gradient of a mean loss is a scalar, not {format_shape(g)}")
+    return logits
+
+
+def _cross_entropy_grad_reference(logits, labels, g):
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
+    return ((probabilities - _one_hot_reference(labels, logits)) * (g / max(labels.size, 1))).astype(logits.dtype)
+
+
+def _cross_entropy_grad_vjp(h, out, logits, labels, g):
+    # out = (p - onehot) * s with p = softmax(logits), s = g / n: linear in g, softmax's Jacobian in logits.
+    from graphview.ops.math import div, mul, sub
+    from graphview.ops.nn import softmax
+    from graphview.ops.reduce import sum as reduce_sum
+    from graphview.ops.shape import numel
+    p = softmax(logits, -1)
+    count = numel(labels)
+    wrt_logits = mul(mul(p, sub(h, reduce_sum(mul(h, p), -1, keepdims=True))), div(g, count))
+    wrt_g = div(reduce_sum(mul(h, sub(p, _one_hot(labels, logits)))), count)
+    return (wrt_logits, None, wrt_g)
+
+
+def _cross_entropy_grad_samples():
+    return [Sample(sample.inputs + (np.asarray(0.7, sample.inputs[0].dtype),), label=sample.label,
+                   constant_inputs=(1,)) for sample in _cross_entropy_samples()]
+
+
+_cross_entropy_grad = defop(
+    "softmax_cross_entropy_grad", shape=_cross_entropy_grad_shape, kernel=_cross_entropy_grad_kernel,
+    dtype=lambda logits, labels, g: _cross_entropy_dtype(logits, labels), vjp=_cross_entropy_grad_vjp,
+    promote="float", promote_inputs=(0, 2), samples=_cross_entropy_grad_samples,
+    reference=_cross_entropy_grad_reference, family="loss", namespace=None,
+    doc="The gradient of softmax_cross_entropy for the incoming scalar g: (softmax(logits) - one_hot) * g / n.")
+
+
 def _one_hot_kernel(labels, like, out):
     classes = out.shape[-1]
-    check_labels("one_hot", labels, classes)
-    kernels.one_hot(contiguous(labels).reshape(-1), out.reshape(-1, classes))
+    kernels.one_hot(check_labels("one_hot", labels, classes), out.reshape(-1, classes))
 
 
 def _one_hot_shape(labels, like):

@@ -12,6 +12,8 @@ placeholder declared with ``lengths=``), ``sum``, ``mean``, ``max``, ``min``,
 Over no valid element, sum gives 0, mean NaN, max -inf, min +inf, logsumexp -inf.
 Masked ops compute in floating point: integer inputs are cast to float64.
 """
+import math
+
 import numpy as np
 
 from graphview import dtypes
@@ -95,8 +97,8 @@ def _reduce_kernel(op):
         reduced = [a for a in range(x.ndim) if a in axes and a not in (b, t)]
         moved, order = canonical(x, b, t, reduced)
         kept_other = [a for a in order[2:] if a not in reduced]
-        inner = int(np.prod([x.shape[a] for a in kept_other], dtype=np.int64))
-        size = int(np.prod([x.shape[a] for a in reduced], dtype=np.int64))
+        inner = math.prod([x.shape[a] for a in kept_other])
+        size = math.prod([x.shape[a] for a in reduced])
         x4 = moved.reshape(x.shape[b], x.shape[t], inner, size)
         rb, rt = b in axes, t in axes
         result = np.empty((1 if rb else x.shape[b], 1 if rt else x.shape[t], inner), out.dtype)
@@ -270,7 +272,7 @@ def _softmax_kernel(log, op):
         b, t = batch_axis % x.ndim, time_axis % x.ndim
         lengths = checked_lengths(op, lengths, x, b, t)
         moved, order = canonical(x, b, t)
-        x3 = moved.reshape(x.shape[b], x.shape[t], int(np.prod(moved.shape[2:], dtype=np.int64)))
+        x3 = moved.reshape(x.shape[b], x.shape[t], math.prod(moved.shape[2:]))
         if order == list(range(x.ndim)):   # already batch-major: write straight into out
             kernels.masked_softmax(x3, lengths, out.reshape(x3.shape), log)
             return

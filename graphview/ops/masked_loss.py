@@ -3,6 +3,8 @@
 Split from :mod:`graphview.ops.masked` (which imports this module once its helpers
 exist); labels at padding are never read, so they may hold anything.
 """
+import math
+
 import numpy as np
 
 from graphview import dtypes
@@ -41,7 +43,7 @@ def _entropy_run(op, logits, labels, lengths, batch_axis, time_axis, want_grad):
     moved, order = canonical(logits, b, t, (rank - 1,))
     moved_labels, _ = canonical(labels, b, t)
     classes = logits.shape[-1]
-    shape4 = (logits.shape[b], logits.shape[t], int(np.prod(moved.shape[2:-1], dtype=np.int64)), classes)
+    shape4 = (logits.shape[b], logits.shape[t], math.prod(moved.shape[2:-1]), classes)
     logits4, labels3 = moved.reshape(shape4), moved_labels.reshape(shape4[:3]).astype(np.int64)
     bad = kernels.first_bad_label(classes, labels3, lengths)
     if bad >= 0:

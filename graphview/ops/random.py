@@ -5,6 +5,7 @@ the same array every run, whatever the threading. Without a seed, one is
 derived from the graph's name and the op's position, so rebuilding the same
 graph gives the same numbers.
 """
+import math
 import zlib
 
 import numpy as np
@@ -50,12 +51,12 @@ def _normal_kernel(out, shape, dtype, seed, mean, std):
 
 
 def _uniform_reference(shape, dtype, seed, low, high):
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
     return (low + (high - low) * unit_reference(seed, size)).reshape(shape).astype(dtype)
 
 
 def _normal_reference(shape, dtype, seed, mean, std):
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
     u1 = 1.0 - unit_reference(seed, size, 0, 2)
     u2 = unit_reference(seed, size, 1, 2)
     return (mean + std * np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)).reshape(shape).astype(dtype)

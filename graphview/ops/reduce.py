@@ -5,6 +5,8 @@ launcher views the input as a C-contiguous (outer, n, inner) array (a copy only
 when the reduced axes are not adjacent or the input is strided) and runs one
 kernel from ``kernels.reduce``.
 """
+import math
+
 import numpy as np
 
 from graphview import dtypes
@@ -37,10 +39,10 @@ def three_axis_view(x, axes):
         axes = tuple(range(len(kept), rank))
     shape = x.shape
     if not axes:
-        return x.reshape(int(np.prod(shape, dtype=np.int64)), 1, 1)
-    outer = int(np.prod(shape[:axes[0]], dtype=np.int64))
-    n = int(np.prod(shape[axes[0]:axes[-1] + 1], dtype=np.int64))
-    inner = int(np.prod(shape[axes[-1] + 1:], dtype=np.int64))
+        return x.reshape(math.prod(shape), 1, 1)
+    outer = math.prod(shape[:axes[0]])
+    n = math.prod(shape[axes[0]:axes[-1] + 1])
+    inner = math.prod(shape[axes[-1] + 1:])
     return x.reshape(outer, n, inner)
 
 

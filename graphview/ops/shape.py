@@ -6,6 +6,8 @@ and stack copy with the element-wise copy kernel. The last part of the file
 holds the helpers gradient rules are written with (reduce_to, broadcast_like,
 reshape_like, numel, concat_part, select_index).
 """
+import math
+
 import numpy as np
 
 from graphview import dtypes
@@ -31,7 +33,7 @@ def _reshape_shape(x, shape):
     if any(d < -1 for d in target):
         raise ShapeError(f"the new shape {tuple(shape)} has a negative size")
     size = known_size(x)
-    rest = int(np.prod([d for d in target if d != -1], dtype=np.int64))
+    rest = math.prod([d for d in target if d != -1])
     if -1 in target:
         if size is None:
             target[target.index(-1)] = None
@@ -390,8 +392,7 @@ reshape_like = _view_op(
 
 
 def _numel_kernel(x, out, axis=None):
-    count = int(np.prod([x.shape[a] for a in normalize_axes(axis, x.ndim)], dtype=np.int64))
-    copy_kernel(np.asarray(count, out.dtype), out)
+    out.fill(math.prod([x.shape[a] for a in normalize_axes(axis, x.ndim)]))
 
 
 numel = defop("numel", shape=lambda x, axis=None: (normalize_axes(axis, len(x)), ())[1], kernel=_numel_kernel,

@@ -9,6 +9,7 @@ writes memory. ``gather`` is the copying op for integer-array indices.
 See ADR 0008.
 """
 import functools
+import math
 
 import numpy as np
 
@@ -303,8 +304,8 @@ def _gather_dtype(x, indices, axis=0):
 
 def as_3d(x, axis):
     """x as (outer, size, inner): a view when the layout allows, else a contiguous copy."""
-    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
-    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+    outer = math.prod(x.shape[:axis])
+    inner = math.prod(x.shape[axis + 1:])
     view = x.view()
     try:
         view.shape = (outer, x.shape[axis], inner)

@@ -30,7 +30,7 @@ from graphview.dims import Dim, DimError, batch_dim  # noqa: E402
 from graphview.layouts.table import dims_of, lengths_of, mask_of, set_dims, unmasked  # noqa: E402
 from graphview.layouts.views import (ClassView, DataView, ImageView, LayoutError, ListView,  # noqa: E402
                                      SequenceView)
-from graphview.rearrange import PatternError, rearrange  # noqa: E402
+from graphview.rearrange import PatternError, rearrange, reduce  # noqa: E402
 from graphview.ops.masked import PUBLIC as _MASKED  # noqa: E402
 
 masked_sum, masked_mean, masked_max, masked_min, masked_logsumexp = (
@@ -52,7 +52,7 @@ __all__ = [
     "data", "SGD", "Adam", "AdamW", "RMSProp", "TrainingConfig", "ScoreListener", "EarlyStoppingListener",
     "CheckpointListener",
     "Dim", "DimError", "batch_dim", "dims_of", "lengths_of", "mask_of", "set_dims", "unmasked", "DataView",
-    "ImageView", "SequenceView", "ClassView", "ListView", "LayoutError", "rearrange", "PatternError",
+    "ImageView", "SequenceView", "ClassView", "ListView", "LayoutError", "rearrange", "reduce", "PatternError",
     "masked_sum", "masked_mean", "masked_max", "masked_min", "masked_logsumexp", "masked_softmax",
     "masked_log_softmax", "masked_softmax_cross_entropy",
 ]

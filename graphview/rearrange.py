@@ -30,17 +30,17 @@ class PatternError(GraphviewError, ValueError):
     """A rearrange pattern that does not parse or does not fit the input."""
 
 
-def parse_side(text, pattern):
+def parse_side(text, where):
     """A side of a pattern as a list of items: a name, ``"1"``, or a tuple of names (a group)."""
     items, group = [], None
     for token in _TOKEN.findall(text):
         if token == "(":
             if group is not None:
-                raise PatternError(f"rearrange {pattern!r}: groups cannot nest")
+                raise PatternError(f"{where}: groups cannot nest")
             group = []
         elif token == ")":
             if group is None:
-                raise PatternError(f"rearrange {pattern!r}: ')' without '('")
+                raise PatternError(f"{where}: ')' without '('")
             items.append(tuple(group) if group else "1")
             group = None
         elif token == "1":
@@ -48,28 +48,31 @@ def parse_side(text, pattern):
         elif token.isidentifier() or token == ELLIPSIS:
             (group if group is not None else items).append(token)
         else:
-            raise PatternError(f"rearrange {pattern!r}: unexpected {token!r}")
+            raise PatternError(f"{where}: unexpected {token!r}")
     if group is not None:
-        raise PatternError(f"rearrange {pattern!r}: '(' without ')'")
+        raise PatternError(f"{where}: '(' without ')'")
     return items
 
 
-def expand_ellipsis(left, right, rank, pattern):
-    """Both sides with ``...`` replaced by names for the axes the left side does not name."""
+def expand_ellipsis(left, right, rank, where, reducing=False):
+    """Both sides with ``...`` replaced by names for the axes the left side does not name.
+
+    When ``reducing``, ``...`` may be on the left only: the axes it covers are reduced.
+    """
     counts = [sum(item.count(ELLIPSIS) if isinstance(item, tuple) else item == ELLIPSIS for item in side)
               for side in (left, right)]
     if max(counts) > 1:
-        raise PatternError(f"rearrange {pattern!r}: '...' may appear at most once on each side")
-    if counts[0] != counts[1]:
+        raise PatternError(f"{where}: '...' may appear at most once on each side")
+    if counts[0] != counts[1] and not (reducing and counts[0]):
         side = "left" if counts[1] else "right"
-        raise PatternError(f"rearrange {pattern!r}: '...' on one side only (add it to the {side} side)")
+        raise PatternError(f"{where}: '...' on one side only (add it to the {side} side)")
     if not counts[0]:
         return left, right
     if any(isinstance(item, tuple) and ELLIPSIS in item for item in left):
-        raise PatternError(f"rearrange {pattern!r}: '...' cannot be split, so it cannot sit in a group on the left")
+        raise PatternError(f"{where}: '...' cannot be split, so it cannot sit in a group on the left")
     missing = rank - (len(left) - 1)
     if missing < 0:
-        raise PatternError(f"rearrange {pattern!r}: the left side names {len(left) - 1} axes besides '...' "
+        raise PatternError(f"{where}: the left side names {len(left) - 1} axes besides '...' "
                            f"but the input has {rank}")
     names = tuple(f"...{i}" for i in range(missing))   # cannot clash: not identifiers
 
@@ -100,24 +103,64 @@ def _names(items):
 
 def rearrange(x, pattern, **sizes):
     """x with its axes split, dropped, permuted, merged and added as ``pattern`` says (cached)."""
-    if not isinstance(pattern, str) or pattern.count("->") != 1:
-        raise PatternError(f"rearrange: the pattern must look like 'a b c -> c (a b)', not {pattern!r}")
-    left_text, right_text = pattern.split("->")
-    left, right = parse_side(left_text, pattern), parse_side(right_text, pattern)
-    left, right = expand_ellipsis(left, right, len(x.shape), pattern)
-    if len(left) != len(x.shape):
-        raise PatternError(f"rearrange {pattern!r}: the left side names {len(left)} axes but {x.name!r} has "
-                           f"{len(x.shape)} (shape {x.shape})")
+    left, right, where = _parse(x, pattern, sizes, "rearrange", "'a b c -> c (a b)'")
     ins, outs = _names(left), _names(right)
-    for side, names in (("left", ins), ("right", outs)):
+    if set(ins) != set(outs):
+        raise PatternError(f"{where}: names on one side only: {sorted(set(ins) ^ set(outs))}")
+    return _planned(x, left, right, sizes, where)
+
+
+REDUCTIONS = ("sum", "mean", "max", "min", "prod", "logsumexp")
+
+
+def reduce(x, pattern, reduction, **sizes):
+    """einops' reduce: the axes named on the left but not on the right are reduced by ``reduction``.
+
+    ``gv.reduce(x, "b (h h2) (w w2) c -> b h w c", "max", h2=2, w2=2)`` is 2x2 max
+    pooling. The left side is split first, the reduction is the graph's own op (so
+    a dim with lengths is masked, as for ``g.math.mean(x, axis=dim)``), and the
+    right side is then laid out as rearrange does. ``...`` may be on the left only:
+    the axes it covers are reduced.
+    """
+    if reduction not in REDUCTIONS:
+        raise PatternError(f"reduce {pattern!r}: reduction must be one of {', '.join(REDUCTIONS)}, "
+                           f"not {reduction!r}")
+    left, right, where = _parse(x, pattern, sizes, "reduce", "'b t f -> b f'", reducing=True)
+    ins, outs = _names(left), _names(right)
+    extra = sorted(set(outs) - set(ins))
+    if extra:
+        raise PatternError(f"{where}: {extra} on the right side only; reduce cannot create axes "
+                           "(use 1 or () for a new unit axis)")
+    split = _planned(x, left, ins, sizes, where)
+    axes = tuple(position for position, name in enumerate(ins) if name not in outs)
+    if axes:
+        split = getattr(x.graph.math, reduction)(split, axis=axes)
+    return _planned(split, [n for n in ins if n in outs], right, {}, where)
+
+
+def _parse(x, pattern, sizes, what, example, reducing=False):
+    """(left, right, where): both sides parsed and checked against x; ``where`` prefixes errors."""
+    if not isinstance(pattern, str) or pattern.count("->") != 1:
+        raise PatternError(f"{what}: the pattern must look like {example}, not {pattern!r}")
+    where = f"{what} {pattern!r}"
+    left_text, right_text = pattern.split("->")
+    left, right = parse_side(left_text, where), parse_side(right_text, where)
+    left, right = expand_ellipsis(left, right, len(x.shape), where, reducing)
+    if len(left) != len(x.shape):
+        raise PatternError(f"{where}: the left side names {len(left)} axes but {x.name!r} has "
+                           f"{len(x.shape)} (shape {x.shape})")
+    for side, names in (("left", _names(left)), ("right", _names(right))):
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
-            raise PatternError(f"rearrange {pattern!r}: {', '.join(repeated)} repeated on the {side} side")
-    if set(ins) != set(outs):
-        raise PatternError(f"rearrange {pattern!r}: names on one side only: {sorted(set(ins) ^ set(outs))}")
-    unknown = sorted(set(sizes) - set(ins))
+            raise PatternError(f"{where}: {', '.join(repeated)} repeated on the {side} side")
+    unknown = sorted(set(sizes) - set(_names(left)))
     if unknown:
-        raise PatternError(f"rearrange {pattern!r}: sizes given for {unknown}, which are not in the pattern")
+        raise PatternError(f"{where}: sizes given for {unknown}, which are not in the pattern")
+    return left, right, where
+
+
+def _planned(x, left, right, sizes, where):
+    """The cached plan taking x laid out as ``left`` to ``right`` (parsed sides with the same names)."""
     key = ("rearrange", x.name, " ".join(map(str, left)) + " -> " + " ".join(map(str, right)),
            tuple(sorted(sizes.items())))
     entries = table.table(x.graph)
@@ -125,14 +168,14 @@ def rearrange(x, pattern, **sizes):
         return x.graph[entries.cache[key]]
     token = default_graph.set(x.graph)
     try:
-        result = _compile(x, left, right, sizes, pattern)
+        result = _compile(x, left, right, sizes, where)
     finally:
         default_graph.reset(token)
     entries.cache[key] = result.name
     return result
 
 
-def _compile(x, left, right, sizes, pattern):
+def _compile(x, left, right, sizes, where):
     current, dims = x, list(table.dims_of(x))
     axes = []   # the elementary names, in the current order
     # Splits and squeezes, from the last axis back so earlier positions stay valid.
@@ -146,11 +189,11 @@ def _compile(x, left, right, sizes, pattern):
         if kind == "squeeze":
             size = current.shape[position]
             if size not in (1, None):
-                raise PatternError(f"rearrange {pattern!r}: axis {position} has size {size}, not 1")
+                raise PatternError(f"{where}: axis {position} has size {size}, not 1")
             current = step(current, "squeeze", dims[:position] + dims[position + 1:], axis=position)
             del dims[position]
         else:
-            current, new_dims = _split(current, dims, position, item, sizes, pattern)
+            current, new_dims = _split(current, dims, position, item, sizes, where)
             dims[position:position + 1] = new_dims
     for item in left:
         if isinstance(item, tuple):
@@ -160,7 +203,7 @@ def _compile(x, left, right, sizes, pattern):
     for name, size in sizes.items():
         position = axes.index(name)
         if current.shape[position] is not None and current.shape[position] != size:
-            raise PatternError(f"rearrange {pattern!r}: {name}={size} but that axis has size {current.shape[position]}")
+            raise PatternError(f"{where}: {name}={size} but that axis has size {current.shape[position]}")
     order = _names(right)
     perm = tuple(axes.index(n) for n in order)
     if perm != tuple(range(len(perm))):
@@ -185,7 +228,7 @@ def _compile(x, left, right, sizes, pattern):
     return current
 
 
-def _split(current, dims, position, names, sizes, pattern):
+def _split(current, dims, position, names, sizes, where):
     names = [n for n in names if n != "1"]
     given = [sizes.get(n, -1) for n in names]
     size = current.shape[position]
@@ -194,7 +237,7 @@ def _split(current, dims, position, names, sizes, pattern):
     if found is not None:
         given = [f.size if f.size is not None else g for f, g in zip(found, given)]
     if given.count(-1) > 1:
-        raise PatternError(f"rearrange {pattern!r}: give the sizes of all but one of {names}")
+        raise PatternError(f"{where}: give the sizes of all but one of {names}")
     if found is None:
         found = [Dim(n, v) if v != -1 else None for n, v in zip(names, given)]
         if None in found:

@@ -135,3 +135,73 @@ def test_ellipsis_stands_for_the_unnamed_axes(rank, data):
     _, _, result = evaluate(pattern, array)
     expected = np.moveaxis(array, list(range(named)), list(range(rank - 1, rank - 1 - named, -1)))
     np.testing.assert_array_equal(result, expected)
+
+
+# --- reduce ----------------------------------------------------------------------------
+
+SMALL = DATA / 50.0
+
+REDUCE_CASES = [
+    ("b h w c -> b c", "mean", {}, SMALL.mean(axis=(1, 2))),
+    ("b (h h2) (w w2) c -> b h w c", "max", {"h2": 1, "w2": 2}, SMALL.reshape(2, 3, 1, 2, 2, 5).max(axis=(2, 4))),
+    ("b h w c -> c b", "sum", {}, SMALL.sum(axis=(1, 2)).T),
+    ("b ... c -> b c", "min", {}, SMALL.min(axis=(1, 2))),
+    ("b ... -> b", "sum", {}, SMALL.sum(axis=(1, 2, 3))),
+    ("b h w c -> (b c) 1", "prod", {}, SMALL.prod(axis=(1, 2)).reshape(10, 1)),
+    ("... c -> c", "logsumexp", {}, np.log(np.exp(SMALL).sum(axis=(0, 1, 2)))),
+    ("b h w c -> b h w c", "sum", {}, SMALL),
+]
+
+
+@pytest.mark.parametrize("pattern,reduction,sizes,expected", REDUCE_CASES, ids=[c[0] + " " + c[1] for c in REDUCE_CASES])
+def test_reduce_patterns_match_numpy(pattern, reduction, sizes, expected):
+    g = gv.Graph()
+    x = g.placeholder("x", shape=SMALL.shape)
+    y = gv.reduce(x, pattern, reduction, **sizes)
+    np.testing.assert_allclose(g.output({"x": SMALL}, [y])[y.name], expected, rtol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.booleans(), min_size=4, max_size=4), st.sampled_from(["sum", "mean", "max", "min", "prod"]))
+def test_reduce_over_random_axes_against_numpy(dropped, reduction):
+    names = "abcd"
+    pattern = f"a b c d -> {' '.join(n for n, d in zip(names, dropped) if not d)}"
+    g = gv.Graph()
+    x = g.placeholder("x", shape=SMALL.shape)
+    y = gv.reduce(x, pattern, reduction)
+    axes = tuple(i for i, d in enumerate(dropped) if d)
+    expected = getattr(np, reduction)(SMALL, axis=axes) if axes else SMALL
+    np.testing.assert_allclose(g.output({"x": SMALL}, [y])[y.name], expected, rtol=1e-12)
+
+
+def test_reduce_over_a_dim_with_lengths_is_masked():
+    g = gv.Graph()
+    time, feature = gv.Dim("time"), gv.Dim("feature", 3)
+    seq = g.placeholder("seq", dims=(gv.batch_dim, time, feature), lengths={time: "seq_len"})
+    pooled = gv.reduce(seq, "b t f -> f b", "mean")
+    data, lengths = np.random.default_rng(5).normal(size=(2, 4, 3)), np.array([4, 1])
+    result = g.output({"seq": data, "seq_len": lengths}, [pooled])[pooled.name]
+    np.testing.assert_allclose(result, np.stack([data[0].mean(axis=0), data[1, :1].mean(axis=0)], axis=1))
+
+
+def test_gradient_check_through_max_pooling():
+    g = gv.Graph()
+    x = g.placeholder("x", shape=(2, 4, 6, 3))
+    pooled = gv.reduce(x, "b (h p) (w q) c -> b (h w c)", "max", p=2, q=2)
+    g.set_loss(g.math.sum(g.math.sin(pooled)))
+    report = gv.check_gradients(g, {"x": np.random.default_rng(6).normal(size=(2, 4, 6, 3))}, wrt=["x"])
+    assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("pattern,reduction,match", [
+    ("b h w c -> b q", "sum", r"reduce 'b h w c -> b q': \['q'\] on the right side only"),
+    ("b h w c -> b c", "median", "reduction must be one of sum, mean, max, min, prod, logsumexp, not 'median'"),
+    ("b h w -> b", "sum", "reduce 'b h w -> b': the left side names 3 axes but 'x' has 4"),
+    ("b h w c -> b c ...", "sum", r"reduce 'b h w c -> b c \.\.\.': '\.\.\.' on one side only"),
+    ("b h w c", "sum", "reduce: the pattern must look like"),
+])
+def test_bad_reduce_patterns_say_what_is_wrong(pattern, reduction, match):
+    g = gv.Graph()
+    x = g.placeholder("x", shape=(2, 3, 4, 5))
+    with pytest.raises(gv.PatternError, match=match):
+        gv.reduce(x, pattern, reduction)

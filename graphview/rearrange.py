@@ -1,4 +1,5 @@
-"""``gv.rearrange(x, "b h w c -> b (h w) c")``: einops-style patterns compiled to cached view plans.
+"""``gv.rearrange(x, "b h w c -> b (h w) c")``: einops-style patterns compiled to cached view plans;
+``gv.reduce(x, "b t f -> b f", "mean")``: the same patterns with a reduction in the middle.
 
 A pattern names every axis of x on the left and says on the right how the
 result is laid out. A parenthesised group on the left splits an axis (give the

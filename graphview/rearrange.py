@@ -235,6 +235,8 @@ def _split(current, dims, position, names, sizes, where):
     size = current.shape[position]
     source = dims[position]
     found = dimmath.factors(source, len(names)) if source is not None else None
+    if found is not None and any(g != -1 and f.size != g for f, g in zip(found, given)):
+        found = None   # the sizes asked for split the axis differently from how it was merged
     if found is not None:
         given = [f.size if f.size is not None else g for f, g in zip(found, given)]
     if given.count(-1) > 1:

@@ -171,8 +171,37 @@ def test_a_dim_is_not_an_axis_number():
         [1, 2, 3][gv.Dim("x")]
 
 
-def test_ops_that_convert_axes_with_int_say_why_a_dim_is_refused():
+def test_permute_and_transpose_take_dims_and_carry_them():
     g, seq, time, feature = _sequence_graph()
-    with pytest.raises(gv.DimError, match="is a dim, not an axis number"):
-        g.shape.permute(seq, time, gv.batch_dim, feature)
+    assert gv.dims_of(g.shape.permute(seq, time, gv.batch_dim, feature)) == (time, gv.batch_dim, feature)
+    assert gv.dims_of(g.linalg.transpose(seq, (feature, time, gv.batch_dim))) == (feature, time, gv.batch_dim)
+    twice = g.linalg.transpose(g.linalg.transpose(seq))
+    assert gv.dims_of(twice) == (gv.batch_dim, time, feature) and g.math.mean(twice, axis=1).op == "masked_mean"
     assert gv.dims_of(gv.rearrange(seq, "b t f -> t b f")) == (time, gv.batch_dim, feature)
+
+
+def test_expand_dims_refuses_a_dim_because_its_axis_is_a_position_in_the_result():
+    g, seq, time, feature = _sequence_graph()
+    with pytest.raises(gv.DimError, match="expand_dims: axis gives positions in the result, but Dim\\('feature'"):
+        g.shape.expand_dims(seq, axis=feature)
+
+
+def test_a_reshape_keeps_only_the_dims_it_can_prove():
+    g, seq, time, feature = _sequence_graph()
+    assert gv.dims_of(g.shape.reshape(seq, (-1, 4))) == (None, feature)        # axis 0 is batch * time
+    x = g.placeholder("x", dims=(gv.batch_dim, gv.Dim("h", 4), gv.Dim("w", 6)))
+    assert gv.dims_of(g.shape.reshape(x, (-1, 24)))[0] is gv.batch_dim          # 4 * 6 == 24: the batch stays
+    assert gv.dims_of(g.shape.reshape(x, (-1, 6))) == (None, gv.dims_of(x)[2])
+
+
+def test_mean_squared_error_is_masked_by_the_targets_lengths_too():
+    g, seq, time, feature = _sequence_graph()
+    predictions = g.placeholder("predictions", (None, None, 4))
+    loss = g.loss.mean_squared_error(predictions, seq)
+    assert loss.op == "masked_mean"
+    data = np.random.default_rng(3).normal(size=(2, 3, 4))
+    lengths = np.array([3, 1])
+    padded = data.copy()
+    padded[1, 1:] = np.nan
+    value = g.output({"predictions": np.zeros_like(data), "seq": padded, "seq_len": lengths}, [loss])[loss.name]
+    np.testing.assert_allclose(value, np.mean(np.concatenate([data[0], data[1, :1]]) ** 2))

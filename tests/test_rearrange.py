@@ -205,3 +205,16 @@ def test_bad_reduce_patterns_say_what_is_wrong(pattern, reduction, match):
     x = g.placeholder("x", shape=(2, 3, 4, 5))
     with pytest.raises(gv.PatternError, match=match):
         gv.reduce(x, pattern, reduction)
+
+
+def test_a_merged_axis_can_be_split_differently_from_how_it_was_merged():
+    g = gv.Graph()
+    x = g.placeholder("x", dims=(gv.batch_dim, gv.Dim("h", 3), gv.Dim("w", 4), gv.Dim("c", 5)))
+    merged = gv.rearrange(x, "b h w c -> b (h w) c")
+    assert gv.dims_of(gv.rearrange(merged, "b (p q) c -> b p q c", q=4))[1:3] == gv.dims_of(x)[1:3]
+    halves = gv.rearrange(merged, "b (p q) c -> b p q c", p=2)
+    sixes = gv.rearrange(merged, "b (p q) c -> b p q c", q=6)
+    assert halves.shape == (None, 2, 6, 5) and sixes.shape == (None, 2, 6, 5)
+    values = g.output({"x": DATA}, [halves, sixes])
+    np.testing.assert_array_equal(values[halves.name], DATA.reshape(2, 2, 6, 5))
+    np.testing.assert_array_equal(values[sixes.name], DATA.reshape(2, 2, 6, 5))

@@ -9,6 +9,7 @@ An op without a rule gives an output whose dims are unknown (None).
 """
 import contextlib
 import contextvars
+import math
 import threading
 import weakref
 
@@ -269,11 +270,18 @@ def _broadcast_dims(in_dims, in_shapes, rank):
     return tuple(result)
 
 
+def _same_rest(old, new):
+    """True when two static shape tails hold the same number of elements, so an unknown axis before
+    them is the same axis in both (``(None, 3, 4)`` to ``(-1, 12)`` keeps the batch)."""
+    return None not in old and None not in new and math.prod(old) == math.prod(new)
+
+
 def _reshape_dims(dims, old, new):
     """Dims of the unchanged leading and trailing axes of a reshape."""
     result = [None] * len(new)
     lead = 0
-    while lead < min(len(old), len(new)) and old[lead] == new[lead] and (old[lead] is not None or lead == 0):
+    while lead < min(len(old), len(new)) and old[lead] == new[lead] and (
+            old[lead] is not None or _same_rest(old[lead + 1:], new[lead + 1:])):
         result[lead] = dims[lead]
         lead += 1
     tail = 1
@@ -295,7 +303,7 @@ def _rule(definition, in_dims, in_shapes, attrs, out_shape):
         return tuple(d for i, d in enumerate(first) if i not in axes)
     if family == "nn" and len(out_shape) == len(first):
         return first
-    if op == "permute":
+    if op in ("permute", "transpose"):
         perm = attrs.get("perm")
         order = tuple(reversed(range(len(first)))) if perm is None else tuple(p % len(first) for p in perm)
         return tuple(first[p] for p in order)

@@ -133,8 +133,8 @@ _transpose = defop("transpose", shape=lambda x, perm=None: tuple(x[p] for p in (
 def transpose(x, perm=None, *, name=None):
     """x with its axes reversed, or reordered by ``perm`` (a view)."""
     if perm is not None:
-        from graphview.ops.shape import _permutation
+        from graphview.ops.shape import _permutation, axes_of_dims
         from graphview.registry import graph_of
         graph_of((x,), "transpose")
-        perm = _permutation(x.rank, perm)
+        perm = _permutation(x.rank, axes_of_dims(x, perm, "transpose"))
     return _transpose(x, name=name, perm=perm)

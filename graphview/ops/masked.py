@@ -390,6 +390,9 @@ def redirect(op, variables, attrs, name):
         return None
     x = variables[0]
     dynamic = table.dynamic_axes(x)
+    if not dynamic and op == "mean_squared_error" and len(variables) > 1:
+        x = variables[1]   # predictions without dims against targets with lengths
+        dynamic = table.dynamic_axes(x)
     if not dynamic:
         return None
     rank = len(x.shape)
@@ -420,7 +423,7 @@ def redirect(op, variables, attrs, name):
     if op == "softmax_cross_entropy":
         return masked_softmax_cross_entropy(x, variables[1], lengths, **common)
     from graphview.ops.math import square, sub
-    return masked_mean(square(sub(x, variables[1])), lengths, axis=None, keepdims=False, **common)
+    return masked_mean(square(sub(variables[0], variables[1])), lengths, axis=None, keepdims=False, **common)
 
 
 NEUTRAL = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf, "logsumexp": -np.inf}

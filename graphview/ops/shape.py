@@ -124,7 +124,14 @@ def permute(x, *perm, name=None):
     """x with its axes reordered: permute(x, 2, 0, 1) or permute(x, (2, 0, 1)) (a view)."""
     if len(perm) == 1 and isinstance(perm[0], (tuple, list)):
         perm = perm[0]
-    return _permute(x, name=name, perm=tuple(int(p) for p in perm))
+    return _permute(x, name=name, perm=tuple(int(p) for p in axes_of_dims(x, perm, "permute")))
+
+
+def axes_of_dims(x, axes, op):
+    """``axes`` with every gv.Dim replaced by its position among x's axes (other entries unchanged)."""
+    from graphview.dims import Dim
+    from graphview.layouts.table import axis_of
+    return tuple(axis_of(x, a, op) if isinstance(a, Dim) else a for a in axes)
 
 
 # --- squeeze / expand_dims ---------------------------------------------------------
@@ -192,6 +199,11 @@ _expand_dims = _view_op("expand_dims", _expand_shape,
 @public("shape")
 def expand_dims(x, axis, *, name=None):
     """x with new size-1 axes inserted at axis (an int or a tuple)."""
+    from graphview.dims import Dim, DimError
+    for a in (axis,) if isinstance(axis, (int, Dim)) else tuple(axis):
+        if isinstance(a, Dim):
+            raise DimError(f"expand_dims: axis gives positions in the result, but {a!r} names an axis of "
+                           f"{x.name!r}; give the position of the new axis as an int")
     return _expand_dims(x, name=name, axis=axis if isinstance(axis, int) else tuple(axis))
 
 

@@ -285,3 +285,22 @@ def test_masked_softmax_matches_numpy_on_random_lengths_and_layouts(lengths, tim
             logs = shifted - np.log(np.exp(shifted).sum(axis=0, keepdims=True))
             expected[b, :length] = logs if log else np.exp(logs)
     np.testing.assert_allclose(got.transpose(1, 0, 2) if time_major else got, expected, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["prod", "argmax", "argmin"])
+def test_prod_argmax_and_argmin_over_the_dynamic_dim_ignore_padding(name):
+    g, seq, time, feature = graph()
+    reduced = getattr(g.math, name)(seq, axis=time)
+    data, lengths = sequences(lengths=(6, 3, 0))
+    data = np.where(np.isfinite(data) & (data < 1e5), np.abs(data) % 1.5 + 0.5, np.nan)   # NaN padding
+    result = g.output({"seq": data, "seq_len": lengths}, [reduced])[reduced.name]
+    empty = {"prod": np.ones(4), "argmax": np.zeros(4), "argmin": np.zeros(4)}[name]
+    expected = [getattr(np, name)(data[b, :n], axis=0) if n else empty for b, n in enumerate(lengths)]
+    np.testing.assert_allclose(result, np.stack(expected), rtol=1e-12)
+    if name == "prod":
+        assert gv.reduce(seq, "b t f -> b f", "prod").op == "prod"
+        g.set_loss(g.math.sum(reduced))
+        report = gv.check_gradients(g, {"seq": data, "seq_len": lengths}, wrt=["seq"])
+        assert report.passed, str(report)
+        gradient = g.calculate_gradients({"seq": data, "seq_len": lengths}, ["seq"])["seq"]
+        assert not gradient[np.isnan(data)].any()

@@ -381,7 +381,8 @@ PUBLIC["masked_softmax_cross_entropy"] = _public_entropy
 REDUCTIONS = {"sum": masked_sum, "mean": masked_mean, "max": masked_max, "min": masked_min,
               "logsumexp": masked_logsumexp}
 SOFTMAX = {"softmax": masked_softmax, "log_softmax": masked_log_softmax}
-MASKABLE = set(REDUCTIONS) | set(SOFTMAX) | {"softmax_cross_entropy", "mean_squared_error"}
+WHERE_MASKED = ("prod", "argmax", "argmin")   # no masked kernel: padding is replaced by a neutral value
+MASKABLE = set(REDUCTIONS) | set(SOFTMAX) | set(WHERE_MASKED) | {"softmax_cross_entropy", "mean_squared_error"}
 
 
 def redirect(op, variables, attrs, name):
@@ -396,6 +397,10 @@ def redirect(op, variables, attrs, name):
     if not dynamic:
         return None
     rank = len(x.shape)
+    if op in WHERE_MASKED:
+        axes = normalize_axes(attrs.get("axis"), rank)
+        hit = [entry for entry in dynamic if entry[0] in axes]
+        return _where_masked(op, x, hit, attrs, name) if hit else None
     if op in REDUCTIONS:
         axes = normalize_axes(attrs.get("axis"), rank)
         hit = [entry for entry in dynamic if entry[0] in axes]
@@ -462,3 +467,27 @@ def _reduce_over_several(op, x, hit, attrs, common):
         return div(total, reduce_sum(count), name=name)
     kept = list(range(rank)) if keepdims else [a for a in range(rank) if a not in axes]
     return div(total, reshape(count, tuple(-1 if a == batch else 1 for a in kept)), name=name)
+
+
+def _where_masked(op, x, hit, attrs, name):
+    """prod, argmax or argmin with the padding of each dim in ``hit`` replaced by the op's neutral
+    value (1, the lowest or the highest value of x's dtype), then the plain op.
+
+    The ``where`` gives the padding a gradient of exactly 0. Over no valid entry, prod gives 1 and
+    argmax / argmin index 0.
+    """
+    from graphview.ops.math import where
+    from graphview.registry import op as registered
+    if op == "prod":
+        neutral = 1
+    elif dtypes.is_float(x.dtype):
+        neutral = -np.inf if op == "argmax" else np.inf
+    elif x.dtype == np.bool_:
+        neutral = op == "argmin"
+    else:
+        limits = np.iinfo(x.dtype)
+        neutral = int(limits.min if op == "argmax" else limits.max)
+    for _, dim, _ in hit:
+        x = where(table.mask_of(x, dim), x, neutral)
+    with table.unmasked():
+        return registered(op)(x, name=name, **attrs)

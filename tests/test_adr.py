@@ -212,6 +212,12 @@ def test_missing_numbers(repo):
         ("0006-f.md", 1, "number 0005 missing before this record; numbers run from 0001 without gaps")]
 
 
+def test_number_zero_is_reported(repo):
+    write(repo, "0000-zero.md", record("Zero"))
+    write(repo, "0001-a.md", record("A"))
+    assert only_problem(repo) == ("0000-zero.md", 1, "number 0000: records are numbered from 0001")
+
+
 @pytest.mark.parametrize("name", ["1-a.md", "0001_a.md", "0001-Graph-Representation.md", "notes.md"])
 def test_file_name_not_matching_the_pattern(repo, name):
     write(repo, name, record())
@@ -237,6 +243,26 @@ def test_superseded_by_an_existing_record_is_fine(repo):
     write(repo, "0001-a.md", record(status="Superseded by [0002](0002-b.md)"))
     write(repo, "0002-b.md", record("B"))
     assert problems(repo) == []
+
+
+@pytest.mark.parametrize("status, numbers", [
+    ("Superseded by 0002 (1st December 2026)", [2]),
+    ("Superseded by 0002, 0003", [2, 3]),
+    ("Superseded by 0002 and 0003 on 1st December 2026", [2, 3]),
+    ("Superseded by [0003](0003-c.md) (2026-12-01), see also 0001", [3]),
+    ("Superseded by ADR 0002 & [ADR 3](0003-c.md).", [2, 3])])
+def test_superseded_by_reads_only_the_numbers_right_after_it(repo, status, numbers):
+    write(repo, "0001-a.md", record(status=status))
+    write(repo, "0002-b.md", record("B"))
+    write(repo, "0003-c.md", record("C"))
+    assert AdrFolder(repo / "adr").find(1)[0].record.superseded_by == numbers
+    assert problems(repo) == []
+
+
+def test_superseded_by_with_a_date_still_checks_its_numbers(repo):
+    write(repo, "0001-a.md", record(status="Superseded by 0001, 0009 (1st December 2026)"))
+    assert problems(repo) == [("0001-a.md", 4, "Superseded by 0001 points at this record itself"),
+                              ("0001-a.md", 4, "Superseded by 0009 points nowhere: there is no record 0009")]
 
 
 def test_relates_to_pointing_nowhere(repo):

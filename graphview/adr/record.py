@@ -17,6 +17,12 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _TITLE_NUMBER = re.compile(r"^(?:adr[-\s]?(?P<adr>\d+)\s*[-:.\u2013\u2014]?|(?P<padded>\d{4})\s*[-:.\u2013\u2014]?"
                            r"|(?P<dotted>\d+)\.)\s+(?P<rest>\S.*)$", re.IGNORECASE)
 
+_SUPERSEDED_BY = re.compile(r"^superseded\s+by\s*:?(?P<rest>.*)$", re.IGNORECASE | re.DOTALL)
+# One superseding record: "0002", "ADR 0002" or a link "[0002](0002-x.md)"; later ones follow ",", "and" or "&".
+_SUPERSEDING = re.compile(r"\s*(?:\[\s*(?:adr[-\s]?)?(?P<linked>\d+)\s*\]\([^)]*\)|(?:adr[-\s]?)?(?P<plain>\d+)\b)",
+                          re.IGNORECASE)
+_SEPARATOR = re.compile(r"\s*(?:,|&|\band\b)", re.IGNORECASE)
+
 
 class RecordParseError(GraphviewError):
     """A file in the ADR folder that cannot be read as a record at all."""
@@ -61,7 +67,15 @@ class Record:
         """The numbers named in a ``Superseded by NNNN`` status ([] for any other status)."""
         if self.status != "Superseded by":
             return []
-        return [int(n) for n in dict.fromkeys(re.findall(r"\d+", self.status_text))]
+        # Only the list right after "Superseded by": a date or note after it ("(1st December 2026)") is no number.
+        rest, numbers = _SUPERSEDED_BY.match(self.status_text).group("rest"), []
+        while item := _SUPERSEDING.match(rest):
+            numbers.append(int(item.group("linked") or item.group("plain")))
+            separator = _SEPARATOR.match(rest, item.end())
+            if separator is None:
+                break
+            rest = rest[separator.end():]
+        return list(dict.fromkeys(numbers))
 
     @property
     def relates_to(self):

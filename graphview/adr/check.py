@@ -165,7 +165,7 @@ def _link_problems(record):
 
 
 def _numbering_problems(folder):
-    problems = []
+    problems = [Problem(entry.path, 1, "number 0000: records are numbered from 0001") for entry in folder.find(0)]
     for number in folder.numbers():
         entries = folder.find(number)
         for entry in entries[1:]:

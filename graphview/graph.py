@@ -6,6 +6,7 @@ structure is kept in networkx; ``g.nx`` is a read-only view of it.
 """
 import contextlib
 import threading
+from types import MappingProxyType
 
 import networkx as nx
 import numpy as np
@@ -45,8 +46,21 @@ class Graph:
 
     @property
     def nx(self):
-        """A read-only networkx view of the graph (edges run from input to consumer)."""
-        return self._nx.copy(as_view=True)
+        """A read-only networkx copy of the graph (edges run from input to consumer).
+
+        Each call builds a fresh frozen graph whose node, edge and graph attribute dicts
+        are read-only, so nothing done to it can reach the graph's own structure."""
+        with self._lock:
+            frozen = self._nx.copy()
+        # networkx stores attributes in plain dicts; swap each for a read-only proxy.
+        for name, data in frozen._node.items():
+            frozen._node[name] = MappingProxyType(data)
+        for source, targets in frozen._succ.items():
+            for target, keyed in targets.items():
+                for key, data in keyed.items():
+                    keyed[key] = frozen._pred[target][source][key] = MappingProxyType(data)
+        frozen.graph = MappingProxyType(frozen.graph)
+        return nx.freeze(frozen)
 
     def node(self, name):
         try:
@@ -241,6 +255,9 @@ class Graph:
                 raise DTypeError(f"set_loss: {name!r} has dtype {self.node(name).dtype.name}; a loss must be floating point")
         if not names:
             raise GraphviewError("set_loss: give at least one loss variable")
+        for position, name in enumerate(names):
+            if name in names[:position]:
+                raise GraphviewError(f"set_loss: {name!r} is given twice; each loss is summed once")
         self._losses = tuple(names)
 
     def _name_of(self, value):

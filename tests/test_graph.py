@@ -81,6 +81,30 @@ def test_networkx_view_is_read_only_and_follows_edges():
         view.add_node("intruder")
 
 
+def test_networkx_view_attributes_cannot_be_changed():
+    g, *_ = demo()
+    view = g.nx
+    kind = view.nodes["x"]["kind"]
+    with pytest.raises(TypeError):
+        view.nodes["x"]["kind"] = "VARIABLE"
+    with pytest.raises(TypeError):
+        next(iter(view.edges(data=True)))[2]["position"] = 5
+    with pytest.raises(TypeError):
+        view.graph["name"] = "other"
+    assert g.nx.nodes["x"]["kind"] == kind
+    assert g.node("x").kind == kind
+
+
+def test_set_loss_rejects_a_loss_given_twice():
+    g = gv.Graph()
+    s = g.math.sum(g.var("w", np.ones(3)))
+    with pytest.raises(gv.GraphviewError, match="set_loss: 'sum' is given twice"):
+        g.set_loss(s, s)
+    with pytest.raises(gv.GraphviewError, match="given twice"):
+        g.set_loss([s], "sum")
+    assert g.losses == ()
+
+
 def test_values_are_copied_in_and_out():
     array = np.ones((2, 2))
     g = gv.Graph()

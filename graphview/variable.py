@@ -41,6 +41,11 @@ class Variable:
 
     __slots__ = ("graph", "name")
 
+    # NumPy arrays and scalars on the left of an operator (np.ones(3) + a) return
+    # NotImplemented instead of iterating the variable, so Python calls the reflected
+    # operator below; np.add(array, a) and other direct ufunc calls raise TypeError.
+    __array_ufunc__ = None
+
     def __init__(self, graph, name):
         self.graph = graph
         self.name = name

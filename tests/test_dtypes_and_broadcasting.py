@@ -110,3 +110,35 @@ def test_binary_ops_broadcast_like_numpy_on_strided_inputs(case, op, flip):
     result = getattr(g.math, op)(a, b).eval({"a": arrays[0], "b": arrays[1]})
     expected = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum}[op](*arrays)
     np.testing.assert_array_equal(result, expected)
+
+
+LEFT_OPERATORS = {
+    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+    "truediv": lambda x, y: x / y, "pow": lambda x, y: x ** y, "matmul": lambda x, y: x @ y,
+    "eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
+    "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y,
+}
+
+
+@pytest.mark.parametrize("left", [np.linspace(0.5, 2.0, 3), np.full((2, 3), 1.25), np.float64(1.5),
+                                  np.float32(2.0), np.int64(2)],
+                         ids=["array row", "array 2-D", "float64 scalar", "float32 scalar", "int64 scalar"])
+@pytest.mark.parametrize("operator", sorted(LEFT_OPERATORS))
+def test_numpy_values_on_the_left_of_an_operator_use_the_reflected_op(left, operator):
+    function = LEFT_OPERATORS[operator]
+    g = gv.Graph()
+    a_value = np.array([[0.5, 1.0, 1.5], [2.0, 1.25, 3.0]])
+    a = g.placeholder("a", (2, 3))
+    if operator == "matmul":
+        if np.ndim(left) == 0:
+            return
+        left = np.ones((4, 2)) if np.ndim(left) == 2 else np.ones(2)
+    result = function(left, a)
+    assert isinstance(result, gv.Variable)
+    np.testing.assert_allclose(result.eval({"a": a_value}), function(left, a_value))
+
+
+def test_a_numpy_ufunc_called_on_a_variable_is_refused():
+    a = gv.Graph().placeholder("a", (3,))
+    with pytest.raises(TypeError):
+        np.add(np.ones(3), a)

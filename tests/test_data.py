@@ -94,6 +94,71 @@ def test_normalize_given_statistics_and_constant_features():
     np.testing.assert_allclose(fixed["x"], [[0.0, 3.0], [1.0, 3.0]])
 
 
+def sequences(lengths, features=3, seed=0):
+    """Examples of shape (length, features) with a different scale per feature."""
+    rng = np.random.default_rng(seed)
+    return [rng.normal(np.arange(features) * 10.0, np.arange(1, features + 1), (n, features)) for n in lengths]
+
+
+def test_normalize_ragged_samples_uses_every_time_step_per_feature():
+    rows = sequences([4, 1, 7, 3])
+    dataset = data.ArrayDataSet({"x": rows}, {"y": np.arange(4)})
+    norm = data.Normalize("x").fit(dataset)
+    valid = np.concatenate(rows)
+    np.testing.assert_allclose(norm.mean, valid.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(norm.std, valid.std(axis=0), rtol=1e-12)
+    normalized = [sample["x"] for sample in dataset >> norm]
+    for got, row in zip(normalized, rows):
+        np.testing.assert_allclose(got, (row - valid.mean(axis=0)) / valid.std(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(np.concatenate(normalized).mean(axis=0), 0.0, atol=1e-12)
+
+
+def test_normalize_ragged_samples_over_all_values():
+    rows = [np.array([1.0, 2.0]), np.array([3.0, 4.0, 5.0, 6.0]), np.array([10.0])]
+    norm = data.Normalize("x", per_feature=False).fit(data.ArrayDataSet({"x": rows}))
+    assert norm.mean.shape == () and norm.mean == pytest.approx(np.concatenate(rows).mean())
+    assert norm.std == pytest.approx(np.concatenate(rows).std())
+
+
+@pytest.mark.parametrize("per_feature", [True, False])
+def test_normalize_after_padding_ignores_and_keeps_the_padding(per_feature):
+    rows = sequences([2, 6, 1, 3, 5])
+    dataset = data.ArrayDataSet({"x": rows}, {"y": np.arange(5)})
+    # batches padded to different lengths: the statistics cannot depend on the padded shape
+    batches = dataset >> data.Batch(2, pad="longest", fields=["x"], pad_value=-7.0)
+    assert [b["x"].shape[1] for b in batches] == [6, 3, 5]
+    norm = data.Normalize("x", per_feature=per_feature)
+    out = list(batches >> norm)
+    valid = np.concatenate(rows)
+    axis = 0 if per_feature else None
+    mean, std = valid.mean(axis=axis), valid.std(axis=axis)
+    np.testing.assert_allclose(norm.mean, mean, rtol=1e-12)
+    np.testing.assert_allclose(norm.std, std, rtol=1e-12)
+    recovered = []
+    for batch in out:
+        for example, length in zip(batch["x"], batch.lengths["x"]):
+            assert (example[length:] == -7.0).all(), "padding was changed"
+            recovered.append(example[:length])
+    np.testing.assert_allclose(np.concatenate(recovered), (valid - mean) / std, rtol=1e-12)
+
+
+def test_normalize_incompatible_data_is_a_clear_error():
+    mixed = data.ArrayDataSet({"x": [np.zeros((2, 3)), np.zeros((4, 2))]})
+    with pytest.raises(data.DataError, match=r"Normalize\('x'\): examples have different numbers of features "
+                                             r"\(last axis\) \[2, 3\].*per_feature=False"):
+        data.Normalize("x").fit(mixed)
+    with pytest.raises(data.DataError, match=r"Normalize\('x'\): examples have different ranks \[1, 2\]"):
+        data.Normalize("x").fit(data.ArrayDataSet({"x": [np.zeros(3), np.zeros((1, 3))]}))
+    tokens = ragged([2, 3]) >> data.Batch(2, pad="longest", fields=["tokens"])
+    with pytest.raises(data.DataError, match=r"Normalize\('tokens'\): the batch pads this field along its last "
+                                             r"axis.*per_feature=False"):
+        data.Normalize("tokens").fit(tokens)
+    norm = data.Normalize("x").fit(data.ArrayDataSet({"x": sequences([2, 3])}))
+    with pytest.raises(data.DataError, match=r"Normalize\('x'\): a sample of shape \(2, 4\) does not fit "
+                                             r"statistics of shape \(3,\)"):
+        list(data.ArrayDataSet({"x": sequences([2], features=4)}) >> norm)
+
+
 def test_one_hot():
     (batch,) = list(numbered(3) >> data.OneHot("y", classes=4) >> data.Batch(3))
     np.testing.assert_array_equal(batch["y"], np.eye(4)[:3])

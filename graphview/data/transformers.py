@@ -139,7 +139,14 @@ def _field(item, name, who):
 
 
 class Normalize(Transformer):
-    """``(x - mean) / std`` on one field, per element of a sample (``per_feature``) or over all values.
+    """``(x - mean) / std`` on one field, per feature (the last axis) or over all values.
+
+    With ``per_feature`` the statistics have one entry per feature, the last axis
+    of an example, taken over every other axis, so sequences of any length
+    (``(time, features)`` examples) share one set; without it they are one mean
+    and one std over all values. Padding never counts: in a batch, the field's
+    ``lengths`` say which time steps are real, and padded entries are left as
+    they are (still the pad value) when transforming.
 
     With no ``mean``/``std`` given, they are computed from the first pass this
     transformer sees (which it gathers once) and then kept, so the same instance
@@ -160,18 +167,47 @@ class Normalize(Transformer):
         return self.mean is not None
 
     def fit(self, items):
-        """Compute the mean and std from samples, batches or a data set; returns self."""
-        values = []
-        for item in items:
-            array = np.asarray(_field(item, self.field, "Normalize"), dtype=np.float64)
-            values.append(array if isinstance(item, MiniBatch) else array[None])
-        if not values:
+        """Compute the mean and std from samples, batches or a data set (padding excluded); returns self."""
+        examples = [example for item in items for example in self._valid_examples(item)]
+        if not examples or not any(example.size for example in examples):
             raise DataError(f"Normalize({self.field!r}): no data to compute the statistics from")
-        stacked = np.concatenate(values)
-        axis = 0 if self.per_feature else None
-        self.mean = stacked.mean(axis=axis)
-        self.std = _safe_std(stacked.std(axis=axis))
+        if self.per_feature:
+            values = self._feature_rows(examples)
+            self.mean, self.std = values.mean(axis=0), _safe_std(values.std(axis=0))
+        else:
+            values = np.concatenate([example.ravel() for example in examples])
+            self.mean, self.std = values.mean(), _safe_std(values.std())
         return self
+
+    def _valid_examples(self, item):
+        """The field's examples in ``item`` as float64 arrays, each cut to its true length in a padded batch."""
+        array = np.asarray(_field(item, self.field, "Normalize"), dtype=np.float64)
+        if not isinstance(item, MiniBatch):
+            return [array]
+        lengths = item.lengths.get(self.field)
+        if lengths is None:
+            return list(array)
+        if self.per_feature and array.ndim == 2:
+            raise DataError(f"Normalize({self.field!r}): the batch pads this field along its last axis "
+                            f"(shape {array.shape}, lengths {list(lengths)[:4]}), so it has no feature axis; "
+                            "give per_feature=False for one mean and std over all values")
+        return [example[:length] for example, length in zip(array, lengths)]
+
+    def _feature_rows(self, examples):
+        """The examples as one (values, features) array, checking that they agree on rank and features."""
+        ranks = {example.ndim for example in examples}
+        if len(ranks) > 1:
+            raise DataError(f"Normalize({self.field!r}): examples have different ranks {sorted(ranks)}; "
+                            "per-feature statistics need every example to be (..., features) of one rank")
+        if ranks == {0}:
+            return np.array([float(example) for example in examples])
+        features = {example.shape[-1] for example in examples}
+        if len(features) > 1:
+            raise DataError(f"Normalize({self.field!r}): examples have different numbers of features (last axis) "
+                            f"{sorted(features)[:4]}; per-feature statistics need one size, or give "
+                            "per_feature=False for one mean and std over all values")
+        (size,) = features
+        return np.concatenate([example.reshape(-1, size) for example in examples])
 
     def apply(self, items, epoch):
         if not self.fitted:
@@ -183,7 +219,18 @@ class Normalize(Transformer):
     def transform(self, item):
         array = _field(item, self.field, "Normalize")
         dtype = array.dtype if np.issubdtype(array.dtype, np.floating) else np.float64
-        return item.replace(**{self.field: ((array - self.mean) / self.std).astype(dtype, copy=False)})
+        try:
+            normalized = (array - self.mean) / self.std
+        except ValueError:
+            normalized = None
+        if normalized is None or normalized.shape != array.shape:
+            raise DataError(f"Normalize({self.field!r}): a {item.kind} of shape {array.shape} does not fit "
+                            f"statistics of shape {self.mean.shape} (one per feature, the last axis)")
+        lengths = item.lengths.get(self.field) if isinstance(item, MiniBatch) else None
+        if lengths is not None:
+            valid = np.arange(array.shape[1]) < np.asarray(lengths)[:, None]
+            normalized = np.where(valid.reshape(valid.shape + (1,) * (array.ndim - 2)), normalized, array)
+        return item.replace(**{self.field: normalized.astype(dtype, copy=False)})
 
     def __repr__(self):
         return f"Normalize({self.field!r})"

@@ -219,6 +219,25 @@ def test_bucketing_groups_by_length():
     assert total_padding < single["tokens"].size - single.lengths["tokens"].sum()
 
 
+def test_bucketing_pads_every_ragged_field_with_its_own_lengths():
+    dataset = data.ArrayDataSet({"tok": [np.arange(1, n + 1) for n in (1, 5, 2)],
+                                 "tag": [np.arange(1, n + 1) * 10 for n in (2, 4, 3)]}, {"y": np.arange(3)})
+    short, long = list(dataset >> data.BucketByLength("tok", [3], 2, pad_value=-1))
+    np.testing.assert_array_equal(short["tok"], [[1, -1], [1, 2]])
+    np.testing.assert_array_equal(short["tag"], [[10, 20, -1], [10, 20, 30]])
+    np.testing.assert_array_equal(short.lengths["tok"], [1, 2])
+    np.testing.assert_array_equal(short.lengths["tag"], [2, 3])
+    np.testing.assert_array_equal(short["y"], [0, 2])
+    assert "y" not in short.lengths
+    np.testing.assert_array_equal(long["tag"], [[10, 20, 30, 40]])
+    np.testing.assert_array_equal(long.lengths["tag"], [4])
+    # fields= limits the padding, and always includes the field bucketed by
+    only_tag = list(dataset >> data.BucketByLength("tok", [3], 2, fields=["tag"]))
+    assert sorted(only_tag[0].lengths) == ["tag", "tok"]
+    with pytest.raises(data.DataError, match="field 'y' is a scalar per example, so it has no length"):
+        list(dataset >> data.BucketByLength("y", [3], 2))
+
+
 def test_errors_are_graphview_errors_with_names():
     with pytest.raises(gv.GraphviewError, match="fields hold different numbers of examples"):
         data.ArrayDataSet({"x": np.zeros((3, 2))}, {"y": np.zeros(4)})

@@ -124,7 +124,9 @@ class BucketByLength(Transformer):
     boundary is greater than ``n`` (the last bucket takes the rest). A bucket
     that reaches ``size`` samples is emitted as a batch padded to its longest
     member; at the end of the pass the partly full buckets are emitted, shortest
-    bucket first. Every ragged field is padded and its lengths kept.
+    bucket first. As with ``Batch(pad="longest")``, every field of rank at least
+    1 is padded and its lengths kept (or only ``fields``, which always include
+    ``field``).
     """
 
     def __init__(self, field, boundaries, size, pad_value=0, fields=None, drop_last=False):
@@ -144,12 +146,17 @@ class BucketByLength(Transformer):
 
     def apply(self, items, epoch):
         buckets = [[] for _ in range(len(self.boundaries) + 1)]
-        fields = self.fields if self.fields is not None else [self.field]
+        fields = None if self.fields is None else list(dict.fromkeys([self.field, *self.fields]))
         for item in items:
             try:
-                length = len(item[self.field])
+                value = item[self.field]
             except KeyError:
-                raise DataError(f"BucketByLength: the sample has no field {self.field!r}") from None
+                raise DataError(f"BucketByLength: the sample has no field {self.field!r}; "
+                                f"it has {', '.join(item) or 'none'}") from None
+            if np.ndim(value) == 0:
+                raise DataError(f"BucketByLength: field {self.field!r} is a scalar per example, so it has no "
+                                "length to bucket by")
+            length = len(value)
             bucket = buckets[self.bucket_of(length)]
             bucket.append(item)
             if len(bucket) == self.size:

@@ -34,7 +34,10 @@ def gather(x, indices, out):
 
 @njit(**JIT)
 def scatter_add(values, indices, out):
-    """out[o, indices[j], i] += values[o, j, i]: the adjoint of gather (repeated indices add up)."""
+    """out[o, indices[j], i] += values[o, j, i]: the adjoint of gather (repeated indices add up).
+
+    Nothing here is bounds-checked: the caller must first refuse indices outside
+    [-size, size) with first_bad_index."""
     size = out.shape[1]
     for o in range(out.shape[0]):
         for j in range(indices.size):

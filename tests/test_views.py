@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import graphview as gv
+from graphview import registry
 from graphview.execution import executor_of
 from graphview.ops.view import apply_view
 
@@ -233,3 +234,39 @@ def test_the_example_and_the_readme_section_run():
     section = "\n".join(b for b in blocks if "create_view" in b or "assign_" in b)
     if "create_view" in section:
         exec(compile(section, str(readme), "exec"), {})
+
+
+@pytest.mark.parametrize("index", [10**8, 3, -4, -5])
+def test_scatter_add_refuses_out_of_range_indices_before_its_kernel_runs(index, tmp_path):
+    scatter_add = registry.op("scatter_add")
+    g = gv.Graph()
+    values = g.placeholder("values", (1, 2))
+    indices = g.constant("indices", np.array([index]))
+    out = scatter_add(values, indices, g.constant("like", np.zeros((3, 2))), axis=0, name="out")
+    message = f"scatter_add: index {index} is out of range for axis 0 of size 3"
+    with pytest.raises(gv.ExecutionError, match=message):
+        out.eval({"values": np.ones((1, 2))})
+    g.save(tmp_path / "scatter.gv")
+    loaded = gv.load(tmp_path / "scatter.gv")
+    with pytest.raises(gv.ExecutionError, match=message):
+        loaded.output({"values": np.ones((1, 2))}, ["out"])
+
+
+def test_scatter_add_indices_fed_at_run_time_are_checked_and_negative_ones_wrap_like_gather():
+    scatter_add = registry.op("scatter_add")
+    g = gv.Graph()
+    indices = g.placeholder("indices", (2,), "int64")
+    out = scatter_add(np.array([[1.0, 2.0], [3.0, 4.0]]), indices, np.zeros((3, 2)), axis=0)
+    np.testing.assert_array_equal(out.eval({"indices": np.array([-1, 0])}), [[3.0, 4.0], [0.0, 0.0], [1.0, 2.0]])
+    with pytest.raises(gv.ExecutionError, match="index -7 is out of range for axis 0 of size 3"):
+        out.eval({"indices": np.array([0, -7])})
+
+
+def test_scatter_add_checks_the_values_shape_and_index_dtype_when_built():
+    scatter_add = registry.op("scatter_add")
+    g = gv.Graph()
+    like = g.constant("like", np.zeros((3, 2)))
+    with pytest.raises(gv.ShapeError, match=r"need values of shape \(2, 2\)"):
+        scatter_add(g.constant("v", np.ones((3, 2))), np.array([0, 1]), like, axis=0)
+    with pytest.raises(gv.DTypeError, match="int32 or int64"):
+        scatter_add(g.constant("w", np.ones((1, 2))), np.array([0.0]), like, axis=0)

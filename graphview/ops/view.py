@@ -348,10 +348,28 @@ gather = defop("gather", shape=_gather_shape, kernel=_gather_kernel, dtype=_gath
                namespace="shape", doc="x[..., indices, ...] along axis: the copying op for integer-array indices.")
 
 
+def _scatter_add_shape(values, indices, like, axis=0):
+    if not like:
+        raise ShapeError("cannot scatter into a rank-0 like")
+    expected = _gather_shape(like, indices, axis)
+    if len(values) != len(expected) or any(a is not None and b is not None and a != b
+                                           for a, b in zip(values, expected)):
+        raise ShapeError(f"values have shape {format_shape(values)}; indices of shape {format_shape(indices)} "
+                         f"along axis {axis} of {format_shape(like)} need values of shape {format_shape(expected)}")
+    return like
+
+
 def _scatter_add_kernel(values, indices, like, out, axis=0):
     axis = axis % like.ndim
     flat = np.ascontiguousarray(indices).reshape(-1)
-    out[...] = 0
+    # The kernel writes out[..., k, ...] unchecked (Numba does no bounds checks), so a
+    # bad index must be refused here, before anything is written.
+    bad = kernels.first_bad_index(flat, like.shape[axis])
+    if bad >= 0:
+        raise ExecutionError(f"scatter_add: index {int(flat[bad])} is out of range for axis {axis} of size "
+                             f"{like.shape[axis]} (like has shape {format_shape(like.shape)}); "
+                             f"indices must lie in [-{like.shape[axis]}, {like.shape[axis]})")
+    kernels.fill(out.reshape(-1), out.dtype.type(0))
     if out.size == 0:
         return
     out3 = out.reshape(as_3d(like, axis).shape) if like.size else out
@@ -369,7 +387,8 @@ def _scatter_add_reference(values, indices, like, axis=0):
 
 
 _scatter_add = defop(
-    "scatter_add", shape=lambda values, indices, like, axis=0: like, kernel=_scatter_add_kernel,
+    "scatter_add", shape=_scatter_add_shape, kernel=_scatter_add_kernel,
+    dtype=lambda values, indices, like, axis=0: _gather_dtype(values, indices),
     vjp=lambda grad, out, values, indices, like, axis=0: (gather(grad, indices, axis=axis), None, None),
     promote_inputs=(0,), accepts=dtypes.NUMERIC,
     samples=lambda: [Sample((np.arange(8.0).reshape(4, 2), np.array([1, 1, 0, -1]), np.zeros((3, 2))), {"axis": 0},

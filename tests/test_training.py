@@ -251,3 +251,58 @@ def test_train_digits_example_reaches_95_percent(tmp_path, capsys):
     assert accuracy >= 0.95
     assert "confusion matrix" in capsys.readouterr().out
     assert sorted(os.listdir(tmp_path))[0] == "checkpoint-epoch0005.gvz"
+
+
+# --- dropout in training ------------------------------------------------------------------------
+
+def test_dropout_draws_a_new_mask_per_training_step_shared_by_forward_and_backward():
+    from graphview.training.step import GradientStep
+    g = gv.Graph()
+    x = g.var("x", np.ones(64))
+    dropped = g.nn.dropout(x, 0.5, seed=11)
+    g.set_loss(g.math.sum(dropped * dropped))
+    step = GradientStep(g, ["x"])
+    patterns = []
+    for number in (0, 1, 0):
+        _, gradients = step({}, step=number)
+        kept = gradients["x"] != 0
+        np.testing.assert_allclose(gradients["x"][kept], 2 * 2.0 * 2.0)     # d/dx (2x)^2 where kept
+        patterns.append(kept)
+    assert not np.array_equal(patterns[0], patterns[1]) and np.array_equal(patterns[0], patterns[2])
+    assert 16 < patterns[1].sum() < 48
+    plain = [g.output({}, [dropped])[dropped.name] for _ in range(2)]
+    np.testing.assert_array_equal(plain[0], plain[1])                     # outside training: one fixed mask
+
+
+def test_dropout_is_the_identity_in_inference_evaluation_and_validation():
+    g = gv.Graph()
+    x = g.placeholder("x", (None, 4))
+    dropped = g.nn.dropout(x, 0.5)
+    data_ = np.arange(8.0).reshape(2, 4)
+    with gv.inference():
+        np.testing.assert_array_equal(g.output({"x": data_}, [dropped])[dropped.name], data_)
+    trained = classifier()
+    reference = trained.evaluate(train_set(shuffle=False), "logits", "y").accuracy
+    noisy = classifier()
+    noisy_logits = noisy.nn.dropout(noisy["logits"], 0.9, name="noisy")
+    assert noisy.evaluate(train_set(shuffle=False), noisy_logits, "y").accuracy == reference
+
+
+def test_training_with_dropout_resumes_from_a_checkpoint_bit_identically(tmp_path):
+    def model():
+        g = classifier(hidden=16)
+        relu = next(node.name for node in g.nodes() if node.op == "relu")
+        hidden = g.nn.dropout(g[relu], 0.3, seed=5)
+        g.set_loss(g.loss.softmax_cross_entropy(g.math.add(hidden @ g["w2"], g["b2"]), g["y"], name="dropped"))
+        return g
+
+    straight = model()
+    straight.fit(train_set(), epochs=2, config=config(gv.SGD(0.1, momentum=0.9)))
+    first = model()
+    first.fit(train_set(), epochs=1, config=config(gv.SGD(0.1, momentum=0.9)),
+              listeners=[gv.CheckpointListener(tmp_path, every=1)])
+    path = tmp_path / "checkpoint-epoch0001.gvz"
+    resumed = gv.load(path)
+    resumed.fit(train_set(), epochs=1, config=config(gv.SGD(0.1, momentum=0.9)), resume_from=path)
+    for name in ("w1", "b1", "w2", "b2"):
+        np.testing.assert_array_equal(resumed.value(name), straight.value(name))

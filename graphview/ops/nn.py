@@ -1,7 +1,7 @@
 """Neural-network ops: relu, sigmoid, gelu, softmax, log_softmax, dropout (tanh is in math)."""
 import numpy as np
 
-from graphview import dtypes
+from graphview import dtypes, runstate
 from graphview.registry import defop, public
 from graphview.shapes import normalize_axis
 from graphview.testing import Sample, transposed
@@ -9,6 +9,7 @@ from graphview.ops.math import elementwise, mul, sub, exp, square, unary_samples
 from graphview.ops.reduce import sum as reduce_sum, three_axis_view
 from graphview.ops.shape import contiguous
 from kernels import elementwise as elementwise_kernels
+from kernels.elementwise import copy as copy_kernel
 from kernels import nn as kernels
 from kernels import random as random_kernels
 
@@ -117,7 +118,16 @@ def _dropout_check(rate):
         raise ValueError(f"rate {rate} must be in [0, 1)")
 
 
+_STEP_MIX = 0x9E3779B97F4A7C15   # odd 64-bit constant: distinct steps give unrelated seeds
+
+
 def _dropout_kernel(x, out, rate=0.5, seed=0):
+    state = runstate.current()
+    if state is not None and state[0] == runstate.INFERENCE:
+        copy_kernel(x, out)
+        return
+    if state is not None:
+        seed = (seed + (state[1] + 1) * _STEP_MIX) % 2**64
     random_kernels.dropout(contiguous(x), out, np.uint64(seed), rate)
 
 
@@ -147,10 +157,11 @@ _dropout = defop("dropout", shape=_dropout_shape, kernel=_dropout_kernel, promot
 
 @public("nn")
 def dropout(x, rate=0.5, seed=None, training=True, *, name=None):
-    """Inverted dropout with a mask fixed by ``seed`` (from the node's name when None); identity when not training."""
+    """Inverted dropout. The mask comes from ``seed`` (from the node's name when None): a new one per
+    training step under ``fit``, the same one on every plain run (reproducible), none under
+    ``gv.inference()`` and in evaluation. ``training=False`` builds no dropout at all."""
     if not training or rate == 0:
         return x
-    _dropout_check(rate)
     if seed is None:
         from graphview.ops.random import default_seed
         seed = default_seed(x.graph, name or "dropout")

@@ -1,6 +1,7 @@
 """evaluate: accuracy, per-class precision and recall, and a confusion matrix, for a classifier output."""
 import numpy as np
 
+from graphview import runstate
 from graphview.data.dataset import DataSet
 from graphview.data.sample import MiniBatch
 from graphview.errors import GraphviewError, PlaceholderError
@@ -138,7 +139,8 @@ def evaluate(graph, dataset, output, label, feature_mapping=None, classes=None):
     for batch in dataset.iterate(0):
         if label not in batch:
             raise PlaceholderError(f"evaluate: the batch has no label field {label!r}; it has {', '.join(batch)}")
-        scores = graph.output(evaluation_feeds(graph, batch, feature_mapping), [output])[output]
+        with runstate.inference():
+            scores = graph.output(evaluation_feeds(graph, batch, feature_mapping), [output])[output]
         counter.add(batch[label], scores)
     if counter.matrix.sum() == 0:
         raise GraphviewError("evaluate: the data set is empty")

@@ -6,6 +6,7 @@ new values into the graph's variable buffers in place (ADR 0013).
 """
 import numpy as np
 
+from graphview import runstate
 from graphview.data.dataset import DataSet
 from graphview.errors import GraphviewError
 from graphview.listeners import Listener
@@ -51,7 +52,7 @@ def fit(graph, dataset, epochs, config, listeners=None, validation=None, progres
             ctx.batch = batch
             for hook in hooks["iteration_start"]:
                 hook(ctx)
-            loss, gradients = step(config.feeds(graph, batch), op_listeners)
+            loss, gradients = step(config.feeds(graph, batch), op_listeners, step=updater.iteration)
             updater.step(graph, gradients)
             size = batch.size
             total += loss * size
@@ -113,7 +114,8 @@ def validate(graph, dataset, config):
     total, count = 0.0, 0
     for batch in dataset.iterate(0):
         feeds = config.feeds(graph, batch)
-        values = graph.output(feeds, outputs)
+        with runstate.inference():
+            values = graph.output(feeds, outputs)
         total += sum(float(values[name]) for name in losses) * batch.size
         count += batch.size
         if counter is not None:

@@ -5,6 +5,7 @@ holds the forward nodes and the backward nodes together, and reads variable
 values from the forward graph's store at run time; asking its executor for the
 loss nodes and the gradient nodes at once computes the forward pass once.
 """
+from graphview import runstate
 from graphview.autodiff import _feeds_for, gradient_graph
 from graphview.execution import executor_of
 
@@ -20,11 +21,17 @@ class GradientStep:
         self.gradient_nodes = [self.gradient.gradients[name].name for name in self.wrt]
         self.outputs = self.losses + self.gradient_nodes
         self.executor = executor_of(self.gradient.graph)
+        self.calls = 0
 
-    def __call__(self, placeholders, listeners=()):
+    def __call__(self, placeholders, listeners=(), step=None):
+        """``step`` numbers the training step (dropout draws a new mask per step); by default this
+        object counts its own calls."""
         feeds = _feeds_for(self.forward, self.gradient.graph, placeholders)
         watching = list(self.forward.listeners) + list(listeners)
-        values = self.executor.run(feeds, self.outputs, watching, mode="training")
+        if step is None:
+            step, self.calls = self.calls, self.calls + 1
+        with runstate.training(step):
+            values = self.executor.run(feeds, self.outputs, watching, mode="training")
         loss = 0.0
         for name in self.losses:
             loss += float(values[name])

@@ -223,7 +223,7 @@ def _compile(x, left, right, sizes, where):
         elif isinstance(item, tuple) and width > 1:
             merged = dimmath.product(dims[start:start + width]) if None not in dims[start:start + width] else None
             new_dims = dims[:start] + [merged] + dims[start + width:]
-            op = {True: "merge_axes", None: "merge_axes", False: "merge_axes_copy"}[contiguity(current)]
+            op = "merge_axes" if contiguity(current) else "merge_axes_copy"   # unknown: copy, and say so
             current = step(current, op, new_dims, start=start, stop=start + width)
             dims = new_dims
     return current
@@ -289,4 +289,25 @@ def contiguity(x):
     if node.op == "permute":
         perm = node.attributes.get("perm")
         return contiguity(source) if perm is not None and perm == tuple(range(len(perm))) else False
+    if node.op == "create_view" and len(node.inputs) == 1 and contiguity(source):
+        return _static_view_contiguity(source.shape, node.attributes["descriptors"])
     return None
+
+
+def _static_view_contiguity(shape, entries, probes=(5, 7)):
+    """Whether the view ``entries`` select of a C-contiguous array of ``shape`` is C-contiguous, tried
+    on stand-ins whose unknown sizes are each of ``probes`` (no memory: zero-size buffer, real strides);
+    None when the answer differs between them or a stand-in cannot take the view."""
+    import math
+    import numpy as np
+    from graphview.ops.view import apply_view
+    answers = set()
+    for probe in probes:
+        sizes = tuple(probe if d is None else d for d in shape)
+        strides = tuple(8 * math.prod(sizes[i + 1:]) for i in range(len(sizes)))
+        stand_in = np.lib.stride_tricks.as_strided(np.zeros(1), sizes, strides, writeable=False)
+        try:
+            answers.add(bool(apply_view(stand_in, entries).flags.c_contiguous))
+        except (GraphviewError, IndexError, ValueError):
+            return None
+    return answers.pop() if len(answers) == 1 else None

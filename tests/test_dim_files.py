@@ -159,3 +159,12 @@ def test_mutated_dims_records_give_a_graph_or_graph_file_error(tmp_path, data):
         assert str(path) in str(error)
     else:
         assert isinstance(loaded, gv.Graph)
+
+
+def test_batch_subset_dims_survive_a_round_trip(tmp_path):
+    g, seq, _ = _model()
+    part = gv.SequenceView("bwc", seq).sub(0, 1).get("bwc")
+    loaded = gv.load(_saved(tmp_path, g))
+    time = gv.dims_of(loaded["seq"])[1]
+    assert gv.dims_of(loaded[part.name])[1].name == "time[0:1]"
+    assert loaded.math.mean(loaded[part.name], axis=time).op == "masked_mean"

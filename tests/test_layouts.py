@@ -268,3 +268,37 @@ def test_the_example_runs_and_its_gradients_check(capsys):
     path = pathlib.Path(__file__).resolve().parent.parent / "examples" / "layouts.py"
     runpy.run_path(str(path), run_name="__main__")
     assert "PASSED" in capsys.readouterr().out
+
+
+def test_batch_subsets_of_sequences_carry_their_own_lengths():
+    g = gv.Graph()
+    time = gv.Dim("time")
+    seq = g.placeholder("seq", dims=(gv.batch_dim, time, gv.Dim("feature", 4)), lengths={time: "seq_len"})
+    view = gv.SequenceView("bwc", seq)
+    first_two = view.sub(0, 2).get("bwc")
+    picked = view.index([2, 0]).get("bwc")                 # a plain list of indices is fine too
+    assert gv.dims_of(first_two)[1].name == "time[0:2]" and gv.dims_of(first_two)[1] != time
+    pooled, picked_pooled = g.math.mean(first_two, axis=time), g.math.mean(picked, axis=time)
+    assert pooled.op == picked_pooled.op == "masked_mean"
+    data = np.random.default_rng(4).normal(size=(3, 5, 4))
+    lengths = np.array([5, 2, 1])
+    padded = data.copy()
+    for b, n in enumerate(lengths):
+        padded[b, n:] = np.nan
+    values = g.output({"seq": padded, "seq_len": lengths}, [pooled, picked_pooled])
+    np.testing.assert_allclose(values[pooled.name], [data[0].mean(axis=0), data[1, :2].mean(axis=0)])
+    np.testing.assert_allclose(values[picked_pooled.name], [data[2, :1].mean(axis=0), data[0].mean(axis=0)])
+
+
+def test_a_merge_of_a_strided_view_is_a_copy_and_explain_says_so():
+    g = gv.Graph()
+    x = g.placeholder("images", (None, 8, 8, 3))
+    cropped = gv.ImageView("bhwc", x[:, 2:6, 2:6, :]).get("bf")
+    assert cropped.op == "merge_axes_copy"
+    assert "kernel   merge_axes_copy" in g.explain([cropped])
+    rows = gv.ImageView("bhwc", x).sub(1, 3).get("bf")        # a batch range of contiguous data: a view
+    assert rows.op == "merge_axes"
+    data = np.arange(4 * 8 * 8 * 3, dtype=np.float64).reshape(4, 8, 8, 3)
+    values = g.output({"images": data}, [cropped, rows])
+    np.testing.assert_array_equal(values[cropped.name], data[:, 2:6, 2:6, :].reshape(4, -1))
+    np.testing.assert_array_equal(values[rows.name], data[1:3].reshape(2, -1))

@@ -10,6 +10,8 @@
   ``declare_same_as``.
 - ``axis_dims``: ``[variable, [index or null per axis]]``.
 - ``dim_lengths``: ``[index, lengths variable]``.
+- ``dim_subsets``: ``[subset index, source index]`` for the dims of batch subsets
+  (``view.sub``, ``view.index``), so that ``axis=source`` still finds them.
 
 Loading re-creates the dims (new objects: identity is per load, never by name),
 redoes the arithmetic through the memoized operations, and re-checks every
@@ -50,11 +52,17 @@ def write(graph):
                 collect(dim)
     for dim in found.lengths:
         collect(dim)
+    subsets = [(subset, source) for subset, source in found.subsets.items() if id(subset) in index]
+    for _, source in subsets:
+        collect(source)
     records = [_record(dim, index) for dim in order]
-    return {"dims": records,
-            "axis_dims": [[name, [None if d is None else index[id(d)] for d in dims]]
-                          for name, dims in found.dims.items()],
-            "dim_lengths": [[index[id(dim)], name] for dim, name in found.lengths.items()]}
+    document = {"dims": records,
+                "axis_dims": [[name, [None if d is None else index[id(d)] for d in dims]]
+                              for name, dims in found.dims.items()],
+                "dim_lengths": [[index[id(dim)], name] for dim, name in found.lengths.items()]}
+    if subsets:
+        document["dim_subsets"] = [[index[id(subset)], index[id(source)]] for subset, source in subsets]
+    return document
 
 
 def _record(dim, index):
@@ -107,6 +115,17 @@ def read(document, graph, fail):
         if entry[1] not in graph:
             fail(f"{where}: {entry[1]!r} is not a node of the graph")
         _guarded(lambda: table.declare_lengths(dim, graph[entry[1]]), where, fail)
+    subsets = document.get("dim_subsets", [])
+    if not isinstance(subsets, list):
+        fail(f"'dim_subsets' must be a list, got {subsets!r:.80}")
+    for position, entry in enumerate(subsets):
+        where = f"dim_subsets[{position}]"
+        if not (isinstance(entry, list) and len(entry) == 2):
+            fail(f"{where} must be [subset dim index, source dim index], got {entry!r:.80}")
+        subset, source = (dims[_reference(i, len(dims), where, fail)] for i in entry)
+        if subset is source or subset in table.subset_sources(graph, source) or subset is batch_dim:
+            fail(f"{where}: {subset!r} cannot be a subset of {source!r}")
+        table.table(graph).subsets[subset] = source
 
 
 def _dim(record, made, where, fail):

@@ -31,6 +31,7 @@ class DimTable:
         self.dims = {}      # variable name -> tuple of Dim or None, one per axis
         self.lengths = {}   # Dim -> name of its int lengths variable, shape (batch,)
         self.cache = {}     # (purpose, ...) -> variable name: masks, layout and rearrange plans
+        self.subsets = {}   # Dim of a batch subset's sequences -> the Dim it was taken from
 
 
 def table(graph, create=True):
@@ -73,10 +74,36 @@ def axis_of(x, dim, what="op"):
     dims = dims_of(x)
     found = [i for i, d in enumerate(dims) if d is not None and d == dim]
     if not found:
+        found = [i for i, d in enumerate(dims) if d is not None and dim in subset_sources(x.graph, d)]
+    if not found:
         raise DimError(f"{what}: {dim!r} is not an axis of {x.name!r}, whose dims are {_describe(dims)}")
     if len(found) > 1:
         raise DimError(f"{what}: {dim!r} is axes {found} of {x.name!r}; give the axis number instead")
     return found[0]
+
+
+def subset_sources(graph, dim):
+    """The dims ``dim`` was taken from by batch subsets (``view.sub``, ``view.index``), nearest first."""
+    entries = table(graph, create=False)
+    sources = []
+    while entries is not None and dim in entries.subsets:
+        dim = entries.subsets[dim]
+        sources.append(dim)
+    return sources
+
+
+def subset_dims(x, part, label, take):
+    """Tag ``part`` (examples of x's batch axis) with x's dims, giving each dim with lengths a new dim
+    whose lengths are ``take(lengths)``: a subset of sequences has lengths of its own. ``axis=dim`` on
+    the part still finds the new dim (``dims_of`` shows it as ``name[label]``)."""
+    dims = list(dims_of(x))
+    for axis, dim, lengths in dynamic_axes(x):
+        subset = Dim(f"{dim.name}[{label}]", kind=dim.kind)
+        table(x.graph).subsets[subset] = dim
+        declare_lengths(subset, take(lengths))
+        dims[axis] = subset
+    set_dims(part, dims)
+    return part
 
 
 def _describe(dims):

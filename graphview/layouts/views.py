@@ -10,6 +10,8 @@ per (layout, dtype), so asking twice gives the same variable. Gradients need no
 code here: each conversion is an op with a gradient rule, and autodiff sums the
 gradients of every layout taken from the base (dp's backwardGet).
 """
+import numpy as np
+
 from graphview.dims import batch_dim
 from graphview.errors import GraphviewError
 from graphview.layouts import table
@@ -117,20 +119,22 @@ class DataView:
         token = default_graph.set(self.graph)
         try:
             part = self.input[tuple(key)]
+            table.subset_dims(self.input, part, f"{start}:{stop}", lambda lengths: lengths[start:stop])
         finally:
             default_graph.reset(token)
-        table.set_dims(part, table.dims_of(self.input))
         return type(self)(self.layout, part)
 
     def index(self, indices):
         """A view of the same kind on the examples at ``indices`` of the batch axis: a gather (a copy)."""
         from graphview.ops.view import gather
+        if isinstance(indices, (list, tuple)):
+            indices = np.asarray(indices, dtype=np.int64)
         token = default_graph.set(self.graph)
         try:
             picked = gather(self.input, indices, axis=self.layout.index("b"))
+            table.subset_dims(self.input, picked, "index", lambda lengths: gather(lengths, indices))
         finally:
             default_graph.reset(token)
-        table.set_dims(picked, table.dims_of(self.input))
         return type(self)(self.layout, picked)
 
     def __repr__(self):

@@ -63,3 +63,15 @@ def test_an_op_with_neither_rule_nor_mark_is_undeclared_and_stops_autodiff_loudl
     finally:
         registry._REGISTRY.pop("test_rule_undeclared", None)
         registry._CALLABLES.pop("test_rule_undeclared", None)
+
+
+def test_stacking_scalars_gives_their_values_and_gradients():
+    g = gv.Graph()
+    p, q = g.var("p", 2.0), g.var("q", -3.0)
+    stacked = g.shape.stack([p, q, p])
+    np.testing.assert_array_equal(stacked.eval(), [2.0, -3.0, 2.0])
+    g.set_loss(g.math.sum(stacked * np.array([1.0, 2.0, 3.0])))
+    grads = g.calculate_gradients({}, ["p", "q"])
+    np.testing.assert_array_equal(grads["p"], 4.0)
+    np.testing.assert_array_equal(grads["q"], 2.0)
+    assert gv.check_gradients(g, {}).passed

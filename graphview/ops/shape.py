@@ -307,7 +307,8 @@ def _stack_kernel(*arrays, axis=0):
     for index, array in enumerate(inputs):
         part = [slice(None)] * out.ndim
         part[axis] = index
-        copy_kernel(array, out[tuple(part)])
+        # The Ellipsis keeps the selection a (0-d) array view when the inputs are scalars.
+        copy_kernel(array, out[tuple(part) + (Ellipsis,)])
 
 
 def _stack_samples():
@@ -315,7 +316,10 @@ def _stack_samples():
     a, b = r.random((2, 3)), r.random((2, 3))
     return [Sample((a, b), {"axis": 0}, label="front"), Sample((a.T, b.T), {"axis": -1}, label="transposed back"),
             Sample((a.astype(np.float32), b.astype(np.float32)), {"axis": 1}, label="float32"),
-            Sample((np.zeros((0, 2)), np.zeros((0, 2))), {"axis": 0}, label="empty")]
+            Sample((np.zeros((0, 2)), np.zeros((0, 2))), {"axis": 0}, label="empty"),
+            Sample((np.float64(1.5) * np.ones(()), np.float64(-2.0) * np.ones(()), np.float64(3.0) * np.ones(())),
+                   {"axis": 0}, label="rank 0"),
+            Sample((np.float32(0.5) * np.ones(()),), {"axis": -1}, label="one rank-0 float32")]
 
 
 _stack = defop("stack", shape=_stack_shape, kernel=_stack_kernel, promote="same", accepts=dtypes.ALL,
@@ -448,7 +452,7 @@ concat_part = _view_op(
 def _select_slices(rank, axis, index):
     part = [slice(None)] * rank
     part[axis % rank] = index
-    return tuple(part)
+    return tuple(part) + (Ellipsis,)  # a 0-d view, not a NumPy scalar, when rank is 1
 
 
 def _select_index_vjp(grad, out, g, axis=0, index=0):
@@ -461,6 +465,7 @@ def _select_index_vjp(grad, out, g, axis=0, index=0):
 select_index = _view_op(
     "select_index", lambda g, axis=0, index=0: g[:normalize_axis(axis, len(g))] + g[normalize_axis(axis, len(g)) + 1:],
     lambda g, axis=0, index=0: g[_select_slices(g.ndim, axis, index)], _select_index_vjp,
-    lambda: [Sample((np.arange(12.0).reshape(3, 4),), {"axis": 1, "index": 2})],
+    lambda: [Sample((np.arange(12.0).reshape(3, 4),), {"axis": 1, "index": 2}),
+             Sample((np.arange(3.0),), {"axis": 0, "index": 1}, label="rank 1 to rank 0")],
     lambda g, axis=0, index=0: g[_select_slices(g.ndim, axis, index)],
     "Index ``index`` of axis ``axis`` (a view): the part of a stack's gradient for one input.")

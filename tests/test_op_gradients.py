@@ -75,3 +75,22 @@ def test_stacking_scalars_gives_their_values_and_gradients():
     np.testing.assert_array_equal(grads["p"], 4.0)
     np.testing.assert_array_equal(grads["q"], 2.0)
     assert gv.check_gradients(g, {}).passed
+
+
+@pytest.mark.parametrize("values, expected", [([0.0, 2.0, 3.0], [6.0, 0.0, 0.0]), ([0.0, 2.0, 0.0], [0.0, 0.0, 0.0]),
+                                              ([1.0, 2.0, 3.0], [6.0, 3.0, 2.0])])
+def test_prod_gradient_at_zeros_is_the_product_of_the_others(values, expected):
+    g = gv.Graph()
+    x = g.var("x", np.array(values))
+    g.set_loss(g.math.sum(g.math.prod(x)))
+    np.testing.assert_array_equal(g.calculate_gradients({}, ["x"])["x"], expected)
+    assert gv.check_gradients(g, {}).passed
+
+
+def test_prod_gradient_over_an_axis_treats_each_row_by_its_own_zeros():
+    g = gv.Graph()
+    value = np.array([[0.0, 2.0, 3.0], [0.0, 0.0, 5.0], [1.0, 4.0, 2.0]])
+    x = g.var("x", value)
+    g.set_loss(g.math.sum(g.math.prod(x, axis=1)))
+    expected = [[6.0, 0.0, 0.0], [0.0, 0.0, 0.0], [8.0, 2.0, 4.0]]
+    np.testing.assert_array_equal(g.calculate_gradients({}, ["x"])["x"], expected)

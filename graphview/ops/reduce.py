@@ -123,8 +123,32 @@ def _extreme_vjp(g, out, x, axis=None, keepdims=False):
 
 
 def _prod_vjp(g, out, x, axis=None, keepdims=False):
-    from graphview.ops.math import div, mul
-    return (div(mul(_expand_back(g, x, axis, keepdims), _expand_back(out, x, axis, keepdims)), x),)
+    # d out / d x_i is the product of the other elements. out / x_i gives it only
+    # where x_i != 0; at a zero it is the product of the non-zero others when that
+    # zero is the only one along the reduced axes, and 0 otherwise.
+    from graphview.ops.math import cast, div, eq, mul, where
+    zero = eq(x, 0.0)
+    nonzero = where(zero, 1.0, x)
+    zeros = _sum(cast(zero, x.dtype), axis=axis, keepdims=True)
+    others = mul(_prod(nonzero, axis=axis, keepdims=True), cast(eq(zeros, 1.0), x.dtype))
+    partial = where(zero, _expand_back(others, x, axis, True), div(_expand_back(out, x, axis, keepdims), nonzero))
+    return (mul(_expand_back(g, x, axis, keepdims), partial),)
+
+
+def _prod_samples():
+    samples = _reduction_samples(low=0.5, high=1.5)()
+    x = np.random.default_rng(12).uniform(0.5, 1.5, size=(3, 4))
+    one_zero = x.copy()
+    one_zero[1, 2] = 0.0
+    two_zeros = one_zero.copy()
+    two_zeros[1, 0] = 0.0
+    two_zeros[2, 2] = 0.0
+    for axis in (None, 0, 1):
+        samples.append(Sample((one_zero,), {"axis": axis}, label=f"one zero axis={axis}"))
+        samples.append(Sample((two_zeros,), {"axis": axis}, label=f"two zeros axis={axis}"))
+    samples.append(Sample((two_zeros.astype(np.float32),), {"axis": 1, "keepdims": True}, label="two zeros keepdims float32"))
+    samples.append(Sample((np.zeros(()),), {"axis": None}, label="rank 0 zero"))
+    return samples
 
 
 def _logsumexp_vjp(g, out, x, axis=None, keepdims=False):
@@ -158,7 +182,7 @@ def _prod_kernel(x, out, axis=None, keepdims=False):
 _prod = _declare("prod", _prod_kernel,
                  lambda x, axis=None, keepdims=False: np.prod(x, axis=axis, keepdims=keepdims),
                  _sum_dtype, _prod_vjp, "Product over axis.",
-                 samples=_reduction_samples(low=0.5, high=1.5))
+                 samples=_prod_samples)
 _logsumexp = _declare("logsumexp", _rows_kernel(kernels.logsumexp_rows),
                       lambda x, axis=None, keepdims=False: _numpy_logsumexp(x, axis, keepdims),
                       None, _logsumexp_vjp, "log(sum(exp(x))) over axis, computed without overflow.",

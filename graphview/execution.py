@@ -55,10 +55,14 @@ def executor_of(graph):
 
 
 class Step:
-    __slots__ = ("node", "definition", "run", "inputs", "out", "free", "shape", "dtype", "view")
+    """One op of a plan. ``run`` takes the input values as they are in the slots; ``direct``
+    takes them after the private ``copies`` (input positions) are made, which the listened
+    path makes itself so that listeners see exactly the arrays the kernel receives."""
+    __slots__ = ("node", "definition", "run", "direct", "copies", "inputs", "out", "free", "shape", "dtype",
+                 "view")
 
-    def __init__(self, node, definition, run, inputs, out, shape, dtype, view):
-        self.node, self.definition, self.run = node, definition, run
+    def __init__(self, node, definition, run, direct, copies, inputs, out, shape, dtype, view):
+        self.node, self.definition, self.run, self.direct, self.copies = node, definition, run, direct, copies
         self.inputs, self.out, self.free = inputs, out, ()
         self.shape, self.dtype, self.view = shape, dtype, view
 
@@ -72,6 +76,7 @@ class Plan:
         self.slots = slots
         self.copy_outputs = copy_outputs
         self.fast = [(s.run, s.inputs, s.out, s.free) for s in steps]
+        self._step_writing = {s.out: s for s in steps}
 
     def run(self, feeds, listeners, context):
         values = [None] * len(self.slots)
@@ -81,10 +86,15 @@ class Plan:
         if listeners:
             self._run_listened(values, listeners, context)
         else:
-            for run, inputs, out, free in self.fast:
-                values[out] = run(*[values[i] for i in inputs])
-                for i in free:
-                    values[i] = None
+            out = None
+            try:
+                for run, inputs, out, free in self.fast:
+                    values[out] = run(*[values[i] for i in inputs])
+                    for i in free:
+                        values[i] = None
+            except GraphviewError as error:
+                # ``out`` is still the slot of the step that raised: name its op and node.
+                raise _named(error, self._step_writing[out].node) from None
         result = {}
         for name in self.outputs:
             array = values[self.slots[name]]
@@ -96,14 +106,31 @@ class Plan:
     def _run_listened(self, values, listeners, context):
         for step in self.steps:
             inputs = [values[i] for i in step.inputs]
+            for position in step.copies:
+                inputs[position] = copy_array(inputs[position])
             for listener in listeners:
                 listener.pre_op(context, step.node, inputs)
-            output = step.run(*inputs)
+            try:
+                output = step.direct(*inputs)
+            except GraphviewError as error:
+                raise _named(error, step.node) from None
             values[step.out] = output
             for listener in listeners:
                 listener.post_op(context, step.node, inputs, [output])
             for i in step.free:
                 values[i] = None
+
+
+def _named(error, node):
+    """``error`` (same type) with the op and node that raised it in front of its message."""
+    prefix = f"{node.op} {node.name!r}"
+    message = str(error)
+    if message.startswith(prefix):
+        return error
+    try:
+        return type(error)(f"{prefix}: {message}")
+    except Exception:       # an error class with a constructor of its own: keep it as it is
+        return error
 
 
 def copy_array(array):
@@ -207,13 +234,13 @@ class Executor:
             shapes[node.name] = shape
             in_contiguous = [contiguous[name] for name in node.inputs]
             copies = plan.input_copies.get(node.name, ())
-            run = _runner(definition, attrs, shape, node.dtype, in_shapes, in_contiguous, copies)
+            run, direct = _runner(node, definition, attrs, shape, node.dtype, in_shapes, in_contiguous, copies)
             if definition.inplace:
                 written = definition.inplace[0]
                 contiguous[node.name] = written in copies or in_contiguous[written]
             else:
                 contiguous[node.name] = not definition.view
-            steps.append(Step(node, definition, run, tuple(slots[n] for n in node.inputs),
+            steps.append(Step(node, definition, run, direct, copies, tuple(slots[n] for n in node.inputs),
                               slots[node.name], shape, node.dtype, definition.view))
         _assign_frees(steps, set(slots[n] for n in names))
         copy_outputs = {name for name in names if plan.external(name)}
@@ -397,27 +424,74 @@ def _assign_frees(steps, keep):
         step.free = tuple(frees.get(index, ()))
 
 
-def _runner(definition, attrs, shape, dtype, in_shapes, in_contiguous, copies=()):
-    kernel = definition.kernel
-    if definition.inplace:
-        # The kernel writes its input definition.inplace[0] and returns it; ``copies``
-        # are the inputs the schedule decided to hand it as private copies.
-        if not copies:
-            return (lambda *inputs: kernel(*inputs, **attrs)) if attrs else kernel
+def _runner(node, definition, attrs, shape, dtype, in_shapes, in_contiguous, copies=()):
+    """``(run, direct)`` for one step: ``direct`` calls the kernel, ``run`` first replaces the
+    inputs at positions ``copies`` (chosen by the schedule, ADR 0009) with private copies."""
+    if any(None in s for s in in_shapes):
+        direct = _checked_runner(node, definition, attrs, shape, dtype)
+    else:
+        direct = _static_runner(definition, attrs, shape, dtype, in_shapes, in_contiguous)
+    if not copies:
+        return direct, direct
 
-        def run_inplace(*inputs):
-            inputs = list(inputs)
-            for position in copies:
-                inputs[position] = copy_array(inputs[position])
+    def run_with_copies(*inputs):
+        inputs = list(inputs)
+        for position in copies:
+            inputs[position] = copy_array(inputs[position])
+        return direct(*inputs)
+    return run_with_copies, direct
+
+
+def _checked_runner(node, definition, attrs, planned, dtype):
+    """A step whose input sizes are known only at run time (e.g. after a dynamic CreateView):
+    each run re-applies the op's shape rule to the actual input shapes, checks the result
+    against the plan before the kernel runs, and never takes the flat fast path."""
+    kernel, rule = definition.kernel, definition.shape
+    if definition.inplace or definition.view:
+        def run_checked_view(*inputs):
+            _run_time_shape(node, rule, attrs, planned, inputs, False)
             return kernel(*inputs, **attrs)
-        return run_inplace
-    if definition.view:
-        if attrs:
-            return lambda *inputs: kernel(*inputs, **attrs)
-        return kernel
+        return run_checked_view
+
+    empty = np.empty
+
+    def run_checked(*inputs):
+        out = empty(_run_time_shape(node, rule, attrs, planned, inputs, True), dtype)
+        kernel(*inputs, out, **attrs)
+        return out
+    return run_checked
+
+
+def _run_time_shape(node, rule, attrs, planned, inputs, allocates):
+    """The op's output shape for ``inputs``; ShapeError naming the op, node and input shapes
+    when the rule rejects them or disagrees with the ``planned`` shape."""
+    shapes = [a.shape for a in inputs]
+    try:
+        shape = tuple(rule(*shapes, **attrs))
+    except (GraphviewError, ValueError, TypeError, IndexError) as caught:
+        error = caught
+    else:
+        if len(shape) == len(planned) and all(p is None or p == s for p, s in zip(planned, shape)):
+            if not allocates or None not in shape:
+                return shape
+            error = ShapeError(f"the output shape {format_shape(shape)} is still unknown")
+        else:
+            error = ShapeError(f"the output would have shape {format_shape(shape)}, but the plan (built from the "
+                               f"placeholder shapes) fixed it at {format_shape(planned)}")
+    described = ", ".join(f"{n} {format_shape(s)}" for n, s in zip(node.inputs, shapes))
+    kind = type(error) if isinstance(error, GraphviewError) else ShapeError
+    raise kind(f"{node.op} {node.name!r} ({described}, sizes known only at run time): {error}") from None
+
+
+def _static_runner(definition, attrs, shape, dtype, in_shapes, in_contiguous):
+    kernel = definition.kernel
+    if definition.inplace or definition.view:
+        # An in-place kernel writes its input definition.inplace[0] and returns it; a view
+        # kernel returns a view of its input 0.
+        return (lambda *inputs: kernel(*inputs, **attrs)) if attrs else kernel
     empty = np.empty
     if None in shape:
-        # A size that depends on run-time values (e.g. a dynamic CreateView): resolve it per run.
+        # A size that depends on run-time values: resolve it per run.
         rule = definition.shape
 
         def run_dynamic(*inputs):

@@ -73,6 +73,75 @@ def test_python_lists_take_the_placeholder_dtype():
     np.testing.assert_array_equal(out["z"], [[-1.0, -2.0, -3.0]])
 
 
+def dynamic_view(g, length=7):
+    """A placeholder x of 6 elements and a view of it whose size the fed descriptor decides."""
+    x = g.placeholder("x", (6,))
+    d = g.placeholder("d", (length,), "int64")
+    return x, d, g.create_view(x, d, name="v")
+
+
+@pytest.mark.parametrize("build, reference", [
+    (lambda g, v: g.math.exp(v) + np.ones(3), lambda v: np.exp(v) + 1.0),
+    (lambda g, v: g.math.where(v > 0.5, g.math.exp(v), np.full(3, -1.0)),
+     lambda v: np.where(v > 0.5, np.exp(v), -1.0)),
+    (lambda g, v: g.math.maximum(g.math.exp(v), np.full(3, 1.5)), lambda v: np.maximum(np.exp(v), 1.5)),
+    (lambda g, v: g.math.exp(v) * np.ones((2, 3)), lambda v: np.exp(v) * np.ones((2, 3))),
+], ids=["add", "where", "maximum", "broadcast up"])
+def test_a_dynamic_view_combines_with_fixed_size_partners(build, reference):
+    g = gv.Graph()
+    x, d, v = dynamic_view(g)
+    y = build(g, v)
+    feed = np.arange(6.0) / 2
+    np.testing.assert_allclose(g.output({"x": feed, "d": gv.interval(1, 4)}, [y])[y.name], reference(feed[1:4]),
+                               rtol=1e-15)
+
+
+def test_gradients_through_a_dynamic_view_and_a_fixed_size_partner():
+    g = gv.Graph()
+    x = g.var("x", np.arange(6.0))
+    d = g.placeholder("d", (7,), "int64")
+    g.set_loss(g.math.sum(g.math.square(g.create_view(x, d)) * np.array([1.0, 2.0, 3.0]), name="loss"))
+    gradient = g.calculate_gradients({"d": gv.interval(2, 5)}, ["x"])["x"]
+    np.testing.assert_array_equal(gradient, [0.0, 0.0, 4.0, 12.0, 24.0, 0.0])
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda g, x, d, v: g.math.add(v, np.ones(3), name="total"),
+     r"add 'total' \(v \(2,\), const \(3,\), sizes known only at run time\): shapes \(2,\) and \(3,\) do not "
+     r"broadcast"),
+    (lambda g, x, d, v: g.math.mul(g.math.exp(v), np.ones(3), name="total"), r"mul 'total' \(exp \(2,\), const \(3,\)"),
+    (lambda g, x, d, v: g.linalg.matmul(v, np.ones((3, 2)), name="total"),
+     r"matmul 'matmul' \(expand_dims \(1, 2\), const \(3, 2\), sizes known only at run time\): inner dimensions differ"),
+    (lambda g, x, d, v: g.shape.stack([v, g.constant("c", np.ones(3))], name="total"),
+     r"stack 'total' \(v \(2,\), c \(3,\)"),
+    (lambda g, x, d, v: g.loss.mean_squared_error(v, np.ones(3), name="total"),
+     r"mean_squared_error 'total' \(v \(2,\), const \(3,\)"),
+    (lambda g, x, d, v: g.add_(g.create_view(g.math.exp(x), d), np.ones(3), name="total"),
+     r"add_ 'total': the value of shape \(3,\) does not broadcast to the view \(2,\) that the dynamic "
+     r"descriptors select from the base \(6,\) at run time"),
+], ids=["add", "after exp", "matmul", "stack", "mean_squared_error", "add_"])
+def test_sizes_known_only_at_run_time_are_checked_before_the_op_runs(build, message):
+    g = gv.Graph()
+    x, d, v = dynamic_view(g)
+    y = record(build(g, x, d, v))
+    feeds = {"x": np.arange(6.0), "d": gv.interval(0, 2)}
+    CALLS.clear()
+    with pytest.raises(gv.ShapeError, match=message):
+        g.output(feeds, [y])
+    assert CALLS == []
+
+
+def test_run_time_errors_name_the_op_and_node_and_keep_their_type():
+    g = gv.Graph()
+    x = g.placeholder("x", (4,))
+    d = g.placeholder("d", (5,), "int64")
+    v = g.create_view(x, d, name="myview")
+    for listeners in ([], [gv.DebugListener()]):
+        with pytest.raises(gv.IndexDescriptorError,
+                           match=r"^create_view 'myview': descriptor 0: .*point\(9\) is out of range"):
+            g.output({"x": np.ones(4), "d": gv.point(9)}, [v], listeners=listeners)
+
+
 def test_unknown_outputs_and_non_dict_placeholders_raise():
     g, *_ = chain()
     with pytest.raises(gv.UnknownNameError, match="no variable named 'nope'"):
@@ -121,7 +190,7 @@ def test_two_threads_running_one_graph_get_their_own_results():
     g = gv.Graph()
     x = g.placeholder("x", (None, 4))
     w = g.var("w", np.linspace(-1, 1, 8).reshape(4, 2))
-    y = g.math.sum(g.math.tanh(x @ w) * 2.0 + 1.0, axis=1, name="y")
+    g.math.sum(g.math.tanh(x @ w) * 2.0 + 1.0, axis=1, name="y")
     failures = []
 
     def work(seed):

@@ -125,6 +125,20 @@ def test_writes_through_dynamic_views():
         t2.eval({"x": base, "d": np.array([1, 2, 1, 0, 3, 1, 3], np.int64)})
 
 
+def test_values_that_do_not_fit_a_dynamic_view_are_refused_at_run_time():
+    g = gv.Graph()
+    x, t = intermediate(g, (4, 6))
+    d = g.placeholder("d", (7,), "int64")
+    t2 = g.add_(g.create_view(t, gv.all(), d), np.arange(3.0), name="t2")
+    base = np.arange(24.0).reshape(4, 6)
+    expected = base.copy()
+    expected[:, 1:4] += np.arange(3.0)
+    np.testing.assert_array_equal(t2.eval({"x": base, "d": gv.interval(1, 4)}), expected)
+    with pytest.raises(gv.ShapeError, match=r"add_ 't2': the value of shape \(3,\) does not broadcast to the view "
+                                            r"\(4, 2\) that the dynamic descriptors select from the base \(4, 6\)"):
+        t2.eval({"x": base, "d": gv.interval(1, 3)})
+
+
 def test_value_dtypes_follow_numpy_same_kind():
     g = gv.Graph()
     a = g.placeholder("a", (3,), "int64")

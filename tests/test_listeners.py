@@ -90,6 +90,47 @@ def test_the_declared_written_input_of_an_inplace_op_is_exempt_but_its_other_inp
                  {"b": np.ones(3), "v": np.full(3, 2.0)})
 
 
+NUMPY_UPDATE = {"assign_": lambda view, value: view.__setitem__(Ellipsis, value), "add_": np.ndarray.__iadd__,
+                "sub_": np.ndarray.__isub__, "mul_": np.ndarray.__imul__, "div_": np.ndarray.__itruediv__}
+
+
+@pytest.mark.parametrize("op", sorted(NUMPY_UPDATE))
+@pytest.mark.parametrize("overlap", ["shifted", "same element"])
+def test_in_place_ops_whose_value_overlaps_the_written_view_raise_nothing(op, overlap):
+    g = gv.Graph()
+    t = g.math.exp(g.placeholder("x", (5,)))
+    target, value = (slice(1, None), slice(None, -1)) if overlap == "shifted" else (0, 0)
+    written = getattr(g, op)(t[target], t[value])
+    listener = gv.NonInplaceValidationListener()
+    result = g.output({"x": np.arange(5.0) + 0.5}, [written], listeners=[listener])[written.name]
+    expected = np.exp(np.arange(5.0) + 0.5)
+    NUMPY_UPDATE[op](expected[target:target + 1] if overlap == "same element" else expected[target],
+                     expected[value].copy())
+    np.testing.assert_allclose(result, expected, rtol=1e-15)
+    assert listener.violations == [] and listener.checked_ops >= 2
+
+
+def test_listeners_see_the_private_copy_of_an_aliased_value_and_still_catch_a_kernel_writing_it():
+    g = gv.Graph()
+    t = g.math.exp(g.placeholder("x", (3,)), name="t")
+    seen = []
+
+    class Recorder(gv.Listener):
+        def pre_op(self, ctx, node, inputs):
+            seen.append((node.op, list(inputs)))
+
+    legal = declared_inplace(t, t, name="doubled")
+    assert "copies input 1 (t) first" in g.explain([legal])
+    result = g.output({"x": np.zeros(3)}, [legal], listeners=[Recorder(), gv.NonInplaceValidationListener()])
+    np.testing.assert_array_equal(result["doubled"], [2.0, 2.0, 2.0])
+    [(op, (base, value))] = [entry for entry in seen if entry[0] == "test_declared_inplace"]
+    assert not np.shares_memory(base, value)
+    np.testing.assert_array_equal(value, [1.0, 1.0, 1.0])
+    with pytest.raises(gv.InplaceModificationError, match=r"test_inplace_and_more \(node 'both'\), input 1 \('t'\)"):
+        g.output({"x": np.zeros(3)}, [inplace_and_more(t, t, name="both")],
+                 listeners=[gv.NonInplaceValidationListener()])
+
+
 def fake(op, inputs=("a",)):
     return SimpleNamespace(name=f"{op}_node", op=op, inputs=inputs)
 

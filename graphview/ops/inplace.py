@@ -42,13 +42,17 @@ def chain_shape(base, chain, dynamic_shapes):
 
 
 def _shape(base, value, *dynamic, chain):
-    target = chain_shape(base, chain, dynamic)
+    _check_value(chain_shape(base, chain, dynamic), value)
+    return base
+
+
+def _check_value(target, value):
+    """ShapeError unless a value of shape ``value`` broadcasts to the view shape ``target``."""
     if len(value) > len(target):
         raise ShapeError(f"the value of shape {format_shape(value)} has more axes than the view {format_shape(target)}")
     result = broadcast_shapes(target, value)
     if any(t is not None and r != t for t, r in zip(target, result)):
         raise ShapeError(f"the value of shape {format_shape(value)} does not broadcast to the view {format_shape(target)}")
-    return base
 
 
 def _runner(write):
@@ -59,6 +63,14 @@ def _runner(write):
             elementwise.copy(base, copied)
             base = copied
         view = _views(base, chain, dynamic)
+        if dynamic:
+            # The view's size came from run-time descriptors: the plan could not check it.
+            try:
+                _check_value(view.shape, value.shape)
+            except ShapeError:
+                raise ShapeError(f"the value of shape {format_shape(value.shape)} does not broadcast to the view "
+                                 f"{format_shape(view.shape)} that the dynamic descriptors select from the base "
+                                 f"{format_shape(base.shape)} at run time") from None
         if view.size:
             write(view, value)
         return base

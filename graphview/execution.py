@@ -524,15 +524,41 @@ def _static_runner(definition, attrs, shape, dtype, in_shapes, in_contiguous):
 
 
 def _checked_feed(node, value):
-    array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    name, expected = node.name, node.dtype.name
+    if isinstance(value, np.ma.MaskedArray):
+        raise PlaceholderError(f"placeholder {name!r} was fed a masked array, whose mask graphview cannot honour; "
+                               "pass array.filled(fill_value) or np.asarray(array) (which ignores the mask)")
+    if isinstance(value, np.ndarray):
+        # A subclass (e.g. np.matrix) is read as the plain array it holds.
+        array = value if type(value) is np.ndarray else np.asarray(value)
+    else:
+        try:
+            array = np.asarray(value)
+        except (ValueError, TypeError) as error:
+            raise PlaceholderError(f"placeholder {name!r} was fed a {type(value).__name__} that is not a "
+                                   f"rectangular array of numbers ({error})") from None
     if array.ndim != len(node.shape) or any(d is not None and d != a for d, a in zip(node.shape, array.shape)):
-        raise ShapeError(f"placeholder {node.name!r} expects shape {format_shape(node.shape)}, "
+        raise ShapeError(f"placeholder {name!r} expects shape {format_shape(node.shape)}, "
                          f"got an array of shape {format_shape(array.shape)}")
     if array.dtype != node.dtype:
+        if not array.dtype.isnative and array.dtype.newbyteorder("=") == node.dtype:
+            raise DTypeError(f"placeholder {name!r} expects dtype {expected} in the machine's byte order, got an "
+                             f"array of dtype {expected} with byte order {array.dtype.byteorder!r} "
+                             f"({'big' if array.dtype.byteorder == '>' else 'little'}-endian); "
+                             f"convert it with array.astype('{expected}')")
+        if array.dtype == object:
+            raise DTypeError(f"placeholder {name!r} expects dtype {expected}, got a {type(value).__name__} that "
+                             "NumPy can only store as Python objects (mixed types, None, or integers too large for "
+                             "64 bits)")
         # An array's dtype is a statement of intent: no silent casts. Python
         # numbers and lists have none, so they take the placeholder's if it is safe.
         if isinstance(value, np.ndarray) or not np.can_cast(array.dtype, node.dtype, "same_kind"):
-            raise DTypeError(f"placeholder {node.name!r} expects dtype {node.dtype.name}, got an array of dtype "
-                             f"{array.dtype.name}; cast it first (e.g. array.astype('{node.dtype.name}'))")
-        array = np.asarray(value, dtype=node.dtype)
+            raise DTypeError(f"placeholder {name!r} expects dtype {expected}, got an array of dtype "
+                             f"{array.dtype.name}; cast it first (e.g. array.astype('{expected}'))")
+        try:
+            array = np.asarray(value, dtype=node.dtype)
+        except OverflowError:
+            bounds = np.iinfo(node.dtype) if node.dtype.kind in "iu" else np.finfo(node.dtype)
+            raise DTypeError(f"placeholder {name!r} expects dtype {expected}, got a {type(value).__name__} holding "
+                             f"values outside the range of {expected} ({bounds.min} to {bounds.max})") from None
     return array

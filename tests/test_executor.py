@@ -57,6 +57,14 @@ def test_plans_are_pruned_to_what_the_outputs_need():
     ({"x": np.ones((2, 3), np.float32)}, gv.DTypeError, "'x' expects dtype float64, got an array of dtype float32"),
     ({"x": np.ones((2, 3), np.int64)}, gv.DTypeError, "'x' expects dtype float64"),
     ({"x": [["a", "b", "c"]]}, gv.DTypeError, "'x' expects dtype float64"),
+    ({"x": [[1.0, 2.0, 3.0], [1.0, 2.0]]}, gv.PlaceholderError, "'x' was fed a list that is not a rectangular array"),
+    ({"x": np.ma.MaskedArray(np.ones((2, 3)), mask=np.eye(2, 3))}, gv.PlaceholderError,
+     r"'x' was fed a masked array.*array.filled\(fill_value\) or np.asarray"),
+    ({"x": np.ones((2, 3), ">f8")}, gv.DTypeError,
+     r"'x' expects dtype float64 in the machine's byte order, got an array of dtype float64 with byte order '>' "
+     r"\(big-endian\); convert it with array.astype\('float64'\)"),
+    ({"x": [[1.0, None, 2.0]]}, gv.DTypeError, "'x' expects dtype float64, got a list that NumPy can only store as "
+                                               "Python objects"),
 ])
 def test_bad_placeholders_fail_before_any_kernel_runs(feeds, error, message):
     g, x, y, z = chain()
@@ -71,6 +79,29 @@ def test_python_lists_take_the_placeholder_dtype():
     out = g.output({"x": [[1, 2, 3]]}, ["z"])
     assert out["z"].dtype == np.float64
     np.testing.assert_array_equal(out["z"], [[-1.0, -2.0, -3.0]])
+
+
+@pytest.mark.parametrize("value", [[2**40, 0, 0], [-2**31 - 1, 0, 0], [2**70, 0, 0]])
+def test_python_integers_outside_the_placeholder_dtype_are_refused(value):
+    g = gv.Graph()
+    i = g.placeholder("i", (3,), "int32")
+    doubled = i * 2
+    with pytest.raises(gv.DTypeError, match="placeholder 'i' expects dtype int32, got a list"):
+        g.output({"i": value}, [doubled])
+    out = g.output({"i": [2**30 - 1, -2**30, 1]}, [doubled])[doubled.name]
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, [2**31 - 2, -2**31, 2])
+
+
+class Tagged(np.ndarray):
+    """An ndarray subclass that carries nothing graphview must honour."""
+
+
+def test_ndarray_subclasses_other_than_masked_arrays_are_read_as_plain_arrays():
+    g, x, y, z = chain()
+    out = g.output({"x": np.array([[1.0, 2.0, 3.0]]).view(Tagged)}, ["z"])["z"]
+    assert type(out) is np.ndarray
+    np.testing.assert_array_equal(out, [[-1.0, -2.0, -3.0]])
 
 
 def dynamic_view(g, length=7):

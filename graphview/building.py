@@ -6,15 +6,17 @@ so kernels only ever see the dtypes their op computes in.
 """
 import numpy as np
 
-from graphview import dtypes
+from graphview import dtypes, registry
 from graphview.errors import DTypeError, GraphviewError, ShapeError
 from graphview.layouts import table as dim_table
 from graphview.shapes import format_shape
+from graphview.graph import check_size
 from graphview.variable import Kind, Variable
 
 
 def build_op(graph, definition, inputs, attrs, name):
     op = definition.name
+    registry.check_call(definition, len(inputs), tuple(attrs))
     variables = _as_variables(graph, op, inputs)
     variables = _promote(graph, definition, variables)
     # Dim-valued axes become ints; reductions over dims with lengths are masked (ADR 0014).
@@ -26,25 +28,32 @@ def build_op(graph, definition, inputs, attrs, name):
     kinds = [v.node.dtype for v in variables]
     try:
         shape = tuple(definition.shape(*shapes, **dict(frozen)))
+    except (GraphviewError, ValueError, TypeError, IndexError) as error:
+        raise _error_kind(error, ShapeError)(f"{op}{_describe(name, variables, frozen)}: {error}") from None
+    try:
         dtype = np.dtype(definition.dtype(*kinds, **dict(frozen)) if definition.dtype else kinds[0])
     except (GraphviewError, ValueError, TypeError, IndexError) as error:
-        raise _error_kind(error)(f"{op}{_describe(name, variables, frozen)}: {error}") from None
+        raise _error_kind(error, DTypeError)(f"{op}{_describe(name, variables, frozen)}: {error}") from None
     dtypes.as_dtype(dtype, f"{op}: output")
     for dim in shape:
-        if dim is not None and (not isinstance(dim, (int, np.integer)) or dim < 0):
+        if dim is not None and (isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)) or dim < 0):
             raise ShapeError(f"{op}{_describe(name, variables, frozen)}: the shape rule gave {shape}")
     shape = tuple(None if d is None else int(d) for d in shape)
+    check_size(shape, dtype, f"{op}{_describe(name, variables, frozen)}")
     full = graph._new_name(name, op)
     result = graph._add_node(full, Kind.ARRAY, op, [v.name for v in variables], frozen, shape, dtype)
     dim_table.after_op(graph, definition, variables, result)  # carry dims to the output
     return result
 
 
-def _error_kind(error):
-    """Rules may raise plain ValueError/TypeError; report them as ShapeError/DTypeError."""
+def _error_kind(error, kind):
+    """Rules may raise plain ValueError/TypeError/IndexError: report them as the rule's kind.
+
+    A shape rule's failure is a ShapeError and a dtype rule's a DTypeError, whatever
+    Python exception it raised; graphview's own errors keep their class."""
     if isinstance(error, GraphviewError):
         return type(error)
-    return DTypeError if isinstance(error, TypeError) else ShapeError
+    return kind
 
 
 def _as_variables(graph, op, inputs):

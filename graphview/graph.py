@@ -153,6 +153,7 @@ class Graph:
             return dimmed_placeholder(self, name, shape, dtype, dims, lengths)
         dtype = dtypes.as_dtype(dtype, f"placeholder {name!r}")
         shape = _check_shape(shape, f"placeholder {name!r}", allow_none=True)
+        check_size(shape, dtype, f"placeholder {name!r}")
         return self._add_node(self._new_name(name, "placeholder"), Kind.PLACEHOLDER, None, (), (), shape, dtype)
 
     def var(self, name, value, dtype=None):
@@ -329,6 +330,26 @@ class Graph:
 
     def __repr__(self):
         return f"<graphview.Graph {self.name!r} with {len(self._order)} variables>"
+
+
+MAX_RANK = 64           # NumPy's limit on the number of dimensions
+MAX_BYTES = 2 ** 63 - 1  # NumPy's limit on size * itemsize (int64 strides and offsets)
+
+
+def check_size(shape, dtype, what):
+    """Refuse a shape NumPy could never allocate: more than 64 axes, or too many bytes.
+
+    Unknown (None) sizes are skipped; like NumPy, size-0 axes do not excuse the others."""
+    if len(shape) > MAX_RANK:
+        raise ShapeError(f"{what}: a shape of rank {len(shape)} has more than NumPy's {MAX_RANK} dimensions")
+    itemsize = np.dtype(dtype).itemsize if dtype is not None else 1
+    total = itemsize
+    for dim in shape:
+        if dim is not None and dim > 0:
+            total *= dim
+    if total > MAX_BYTES:
+        raise ShapeError(f"{what}: shape {format_shape(shape)} of {np.dtype(dtype).name if dtype is not None else 'any dtype'} "
+                         f"needs {total} bytes; an array holds at most 2**63 - 1")
 
 
 def _check_shape(shape, what, allow_none):

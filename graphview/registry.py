@@ -6,10 +6,15 @@ all read this table; adding an op never needs a third edit.
 """
 import contextvars
 import functools
+import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from graphview.errors import GraphviewError
+
+
+class OpArgumentError(GraphviewError, TypeError):
+    """An op called with the wrong number of inputs or an attribute it does not take."""
 
 _REGISTRY = {}
 _CALLABLES = {}
@@ -111,8 +116,15 @@ def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
         raise GraphviewError(f"defop {name}: shape must be a function of the input shapes")
     if kernel is None or not callable(kernel):
         raise GraphviewError(f"defop {name}: kernel must be a Numba function writing into out")
+    inplace = tuple(inplace)
+    rule = _arity_of_rule(shape)
+    for position in inplace:
+        if isinstance(position, bool) or not isinstance(position, int) or position < 0 or (
+                rule is not None and not rule.variadic and position >= len(rule.inputs)):
+            takes = f"; it takes {rule.describe()}" if rule is not None else ""
+            raise GraphviewError(f"defop {name}: inplace position {position!r} is not an input position{takes}")
     definition = OpDef(
-        name=name, shape=shape, kernel=kernel, dtype=dtype, vjp=vjp, inplace=tuple(inplace),
+        name=name, shape=shape, kernel=kernel, dtype=dtype, vjp=vjp, inplace=inplace,
         view=view, differentiable=True if vjp is not None and differentiable is None else differentiable,
         promote=promote, promote_inputs=promote_inputs, accepts=accepts, samples=samples,
         reference=reference, family=family, doc=doc or (kernel.__doc__ or "").strip())
@@ -123,6 +135,78 @@ def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
         for space in (namespace,) if isinstance(namespace, str) else namespace:
             NAMESPACES.setdefault(space, {})[name] = op
     return op
+
+
+@dataclass(frozen=True)
+class Arity:
+    """What an op's shape rule says about its call: input names, attributes, variadic or not."""
+    inputs: tuple          # names of the positional inputs (before any *inputs)
+    variadic: bool         # the rule takes *inputs
+    attributes: tuple      # every attribute name the rule accepts
+    required: tuple        # attributes without a default
+    any_attribute: bool    # the rule takes **attributes
+
+    def describe(self):
+        if self.variadic:
+            return f"{len(self.inputs)} or more inputs" + (f" ({', '.join(self.inputs)}, ...)" if self.inputs else "")
+        count = len(self.inputs)
+        return f"{count} input{'' if count == 1 else 's'}" + (f" ({', '.join(self.inputs)})" if self.inputs else "")
+
+
+@functools.lru_cache(maxsize=None)
+def _arity_of_rule(rule):
+    try:
+        parameters = list(inspect.signature(rule).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    inputs, attributes, required = [], [], []
+    variadic = any_attribute = False
+    for p in parameters:
+        if p.kind is p.VAR_POSITIONAL:
+            variadic = True
+        elif p.kind is p.VAR_KEYWORD:
+            any_attribute = True
+        elif p.kind is p.KEYWORD_ONLY or p.default is not p.empty:
+            # Inputs never have defaults: a parameter with one is an attribute.
+            attributes.append(p.name)
+            if p.default is p.empty:
+                required.append(p.name)
+        elif p.kind is p.POSITIONAL_ONLY:
+            inputs.append(p.name)
+        else:  # positional or keyword without a default: an input, or an attribute given by name
+            inputs.append(p.name)
+            attributes.append(p.name)
+    return Arity(tuple(inputs), variadic, tuple(attributes), tuple(required), any_attribute)
+
+
+def arity(definition):
+    """The inputs and attributes ``definition``'s shape rule takes (None if it cannot be read)."""
+    return _arity_of_rule(definition.shape)
+
+
+def check_call(definition, count, attribute_names):
+    """Refuse a call with the wrong number of inputs or an unknown attribute, naming the op."""
+    rule = arity(definition)
+    if rule is None:
+        return
+    name = definition.name
+    for key in attribute_names:
+        if key not in rule.attributes and not rule.any_attribute:
+            known = ", ".join(a for a in rule.attributes if a not in rule.inputs or a in attribute_names)
+            raise OpArgumentError(f"{name} got an unexpected attribute {key!r}"
+                                  + (f"; it takes {known}" if known else "; it takes no attributes"))
+    named = [i for i in rule.inputs if i in attribute_names]
+    if named and (rule.variadic or tuple(rule.inputs[len(rule.inputs) - len(named):]) != tuple(named)):
+        raise OpArgumentError(f"{name} got {named[0]!r} as an attribute, but it is an input of {name} "
+                              f"(inputs: {', '.join(rule.inputs)})")
+    inputs = tuple(i for i in rule.inputs if i not in attribute_names)
+    missing = [a for a in rule.required if a not in attribute_names]
+    if missing:
+        raise OpArgumentError(f"{name} needs the attribute{'s' if len(missing) > 1 else ''} "
+                              f"{', '.join(map(repr, missing))}")
+    if count < len(inputs) or (count > len(inputs) and not rule.variadic):
+        expected = Arity(inputs, rule.variadic, (), (), False).describe()
+        raise OpArgumentError(f"{name} takes {expected}, got {count}")
 
 
 def public(namespace, name=None):

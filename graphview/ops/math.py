@@ -3,6 +3,8 @@
 Each op is one declaration: kernel, promotion, gradient rule, samples and NumPy
 reference. Shapes broadcast as in NumPy (graphview.shapes.broadcast_shapes).
 """
+import inspect
+
 import numpy as np
 
 from graphview import dtypes
@@ -12,10 +14,32 @@ from graphview.testing import Sample, elementwise_samples, transposed
 from kernels import elementwise as kernels
 
 
+# One shape rule per arity, with named inputs, so that building an op checks the
+# number of inputs against the rule ("exp takes 1 input (x), got 2").
+def _broadcast_unary(x):
+    return broadcast_shapes(x)
+
+
+def _broadcast_binary(x, y):
+    return broadcast_shapes(x, y)
+
+
+def _broadcast_ternary(condition, x, y):
+    return broadcast_shapes(condition, x, y)
+
+
+BROADCAST_RULES = {1: _broadcast_unary, 2: _broadcast_binary, 3: _broadcast_ternary}
+
+
+def _arity(kernel):
+    """The number of inputs of an element-wise kernel (its strided loop takes them and out)."""
+    return len(inspect.signature(kernel.strided.py_func).parameters) - 1
+
+
 def elementwise(name, kernel, *, reference, vjp=None, promote="same", accepts=dtypes.NUMERIC,
                 result=None, samples=None, namespace="math", doc="", differentiable=None):
     return defop(
-        name, shape=broadcast_shapes, kernel=kernel, vjp=vjp, promote=promote, accepts=accepts,
+        name, shape=BROADCAST_RULES[_arity(kernel)], kernel=kernel, vjp=vjp, promote=promote, accepts=accepts,
         dtype=(lambda *kinds, **attrs: result) if result is not None else None,
         samples=samples, reference=reference, family="elementwise", namespace=namespace, doc=doc,
         differentiable=differentiable)
@@ -130,7 +154,7 @@ def _where_dtype(condition, x, y):
     return x
 
 
-where = defop("where", shape=broadcast_shapes, kernel=kernels.where, dtype=_where_dtype,
+where = defop("where", shape=_broadcast_ternary, kernel=kernels.where, dtype=_where_dtype,
               promote="same", promote_inputs=(1, 2), accepts=dtypes.ALL,
               vjp=lambda g, out, c, x, y: (None, _reduce_to(where(c, g, 0.0), x), _reduce_to(where(c, 0.0, g), y)),
               samples=_where_samples, reference=np.where, family="elementwise", namespace="math",

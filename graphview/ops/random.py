@@ -11,6 +11,7 @@ import zlib
 import numpy as np
 
 from graphview import dtypes
+from graphview.errors import ShapeError
 from graphview.registry import defop, public
 from graphview.testing import Sample
 from kernels import random as kernels
@@ -39,7 +40,11 @@ def unit_reference(seed, count, start=0, step=1):
 
 
 def _shape_rule(shape, dtype, seed, **parameters):
-    return tuple(shape)
+    from graphview.ops.shape import int_entries
+    shape = int_entries(shape, "random", "shape")
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"random: shape {shape} has a negative size")
+    return shape
 
 
 def _uniform_kernel(out, shape, dtype, seed, low, high):
@@ -74,7 +79,8 @@ _normal = defop("normal", shape=_shape_rule, kernel=_normal_kernel, dtype=lambda
 
 def _settings(shape, dtype, seed, name):
     from graphview.registry import graph_of
-    shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
+    from graphview.ops.shape import int_entries
+    shape = int_entries(shape, "random", "shape")
     dtype = dtypes.as_dtype(dtype, "random")
     if dtype not in dtypes.FLOATS:
         raise dtypes.DTypeError(f"random draws are floating point; dtype {dtype.name} is not")

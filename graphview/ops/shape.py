@@ -7,6 +7,7 @@ holds the helpers gradient rules are written with (reduce_to, broadcast_like,
 reshape_like, numel, concat_part, select_index).
 """
 import math
+import operator
 
 import numpy as np
 
@@ -24,10 +25,26 @@ def _view_op(name, shape, kernel, vjp, samples, reference, doc, namespace=None, 
 
 
 
+def int_entries(values, op, what):
+    """``values`` (an int or a sequence) as a tuple of ints; a float or bool entry is an error, never truncated."""
+    if hasattr(values, "__index__") and not isinstance(values, (bool, np.bool_)) and np.ndim(values) == 0:
+        items = (values,)
+    elif hasattr(values, "__iter__") and not isinstance(values, (str, bytes)):
+        items = tuple(values)
+    else:
+        raise ShapeError(f"{op}: {what} {values!r} is not an int or a tuple of ints")
+    for item in items:
+        if isinstance(item, (bool, np.bool_)) or not hasattr(item, "__index__"):
+            shown = tuple(v.item() if isinstance(v, np.generic) else v for v in items)
+            item = item.item() if isinstance(item, np.generic) else item
+            raise ShapeError(f"{op}: {what} {shown!r} holds {item!r}, which is not an int")
+    return tuple(operator.index(item) for item in items)
+
+
 # --- reshape -------------------------------------------------------------------
 
 def _reshape_shape(x, shape):
-    target = list(shape)
+    target = list(int_entries(shape, "reshape", "the new shape"))
     if sum(d == -1 for d in target) > 1:
         raise ShapeError(f"the new shape {tuple(shape)} has more than one -1")
     if any(d < -1 for d in target):
@@ -82,8 +99,7 @@ _reshape = _view_op("reshape", _reshape_shape, _reshape_kernel,
 @public("shape")
 def reshape(x, shape, *, name=None):
     """x with a new shape; one dim may be -1 (a view when x is contiguous)."""
-    shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
-    return _reshape(x, name=name, shape=shape)
+    return _reshape(x, name=name, shape=int_entries(shape, "reshape", "the new shape"))
 
 
 # --- permute / transpose ---------------------------------------------------------
@@ -91,7 +107,7 @@ def reshape(x, shape, *, name=None):
 def _permutation(rank, perm):
     if perm is None:
         return tuple(reversed(range(rank)))
-    perm = tuple(int(p) for p in perm)
+    perm = int_entries(perm, "permute", "perm")
     if sorted(p % rank if rank else p for p in perm) != list(range(rank)) or len(perm) != rank:
         raise ShapeError(f"{perm} is not a permutation of the {rank} axes")
     return tuple(p % rank for p in perm)
@@ -124,7 +140,7 @@ def permute(x, *perm, name=None):
     """x with its axes reordered: permute(x, 2, 0, 1) or permute(x, (2, 0, 1)) (a view)."""
     if len(perm) == 1 and isinstance(perm[0], (tuple, list)):
         perm = perm[0]
-    return _permute(x, name=name, perm=tuple(int(p) for p in axes_of_dims(x, perm, "permute")))
+    return _permute(x, name=name, perm=int_entries(axes_of_dims(x, perm, "permute"), "permute", "perm"))
 
 
 def axes_of_dims(x, axes, op):
@@ -210,6 +226,7 @@ def expand_dims(x, axis, *, name=None):
 # --- broadcast_to -------------------------------------------------------------------
 
 def _broadcast_to_shape(x, shape):
+    shape = int_entries(shape, "broadcast_to", "shape")
     if len(shape) < len(x):
         raise ShapeError(f"cannot broadcast {format_shape(x)} to the lower-rank {tuple(shape)}")
     result = broadcast_shapes(x, tuple(shape))
@@ -232,7 +249,7 @@ _broadcast_to = _view_op("broadcast_to", _broadcast_to_shape, lambda x, shape: n
 @public("shape")
 def broadcast_to(x, shape, *, name=None):
     """x broadcast to ``shape`` (a read-only view with stride 0 on broadcast axes)."""
-    return _broadcast_to(x, name=name, shape=tuple(int(d) for d in shape))
+    return _broadcast_to(x, name=name, shape=int_entries(shape, "broadcast_to", "shape"))
 
 
 # --- concat / stack -------------------------------------------------------------------

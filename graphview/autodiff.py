@@ -15,6 +15,8 @@ See ADR 0005.
 import collections
 import weakref
 
+import numpy as np
+
 from graphview import dtypes
 from graphview.errors import DTypeError, GraphviewError, ShapeError
 from graphview.registry import default_graph, get as get_op
@@ -34,8 +36,14 @@ class GradientGraph:
         self.wrt = wrt
         self.gradients = gradients
 
-    def run(self, placeholders, listeners=None, mode="gradients"):
-        """``{wrt name: gradient array}`` for the given placeholder values."""
+    def run(self, placeholders, listeners=None, mode="gradients", check_shapes=True):
+        """``{wrt name: gradient array}`` for the given placeholder values.
+
+        A gradient whose run-time shape differs from its placeholder's or
+        variable's (a rule that does not un-broadcast, hidden by unknown dims
+        when the graph was built) raises ShapeError; ``check_shapes=False``
+        leaves that to the caller (the gradient checker records it as a failure).
+        """
         from graphview.execution import executor_of
         feeds = _feeds_for(self.forward, self.graph, placeholders)
         names = [self.gradients[name].name for name in self.wrt]
@@ -44,10 +52,23 @@ class GradientGraph:
         result, seen = {}, set()
         for name in self.wrt:
             array = values[self.gradients[name].name]
+            expected = self.value_shape(name, feeds)
+            if check_shapes and expected is not None and tuple(array.shape) != expected:
+                raise ShapeError(f"the gradient of {name!r} has shape {format_shape(array.shape)} but {name!r} "
+                                 f"has shape {format_shape(expected)} in this run; a gradient rule on the way "
+                                 "does not sum its gradient back to its input (graphview.ops.shape.reduce_to)")
             # Two wrt names may share one gradient node; never hand out one array twice.
             result[name] = array.copy() if id(array) in seen else array
             seen.add(id(array))
         return result
+
+    def value_shape(self, name, feeds):
+        """The run-time shape of placeholder or stored value ``name``; None for an op output."""
+        if name in feeds:
+            return tuple(np.shape(feeds[name]))
+        if name in self.graph._values:
+            return tuple(np.shape(self.graph._values[name]))
+        return None
 
     def __repr__(self):
         return f"<gradient graph of {self.forward.name!r}: d({' + '.join(self.losses)})/d({', '.join(self.wrt)})>"
@@ -165,10 +186,13 @@ def _checked(node, source, grad):
     if not isinstance(grad, Variable):
         raise GraphviewError(f"the gradient rule of {node.op} (node {node.name!r}) returned "
                              f"{type(grad).__name__} for input {source.name!r}; expected a graph variable or None")
-    known = None not in grad.shape and None not in source.shape
-    if known and tuple(grad.shape) != tuple(source.shape):
+    # Unknown (None) dims can only be checked at run time; everything known must agree now.
+    mismatch = len(grad.shape) != len(source.shape) or any(
+        g is not None and s is not None and g != s for g, s in zip(grad.shape, source.shape))
+    if mismatch:
         raise ShapeError(f"the gradient rule of {node.op} (node {node.name!r}) gave a gradient of shape "
-                         f"{format_shape(grad.shape)} for input {source.name!r} of shape {format_shape(source.shape)}")
+                         f"{format_shape(grad.shape)} for input {source.name!r} of shape {format_shape(source.shape)}; "
+                         "a rule for a broadcasting op must sum the gradient back to its input (graphview.ops.shape.reduce_to)")
     if grad.dtype != source.dtype:
         from graphview.ops.math import cast
         grad = cast(grad, source.dtype)

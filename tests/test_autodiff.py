@@ -138,7 +138,7 @@ def test_unreachable_variables_and_placeholders_get_zeros():
     g = gv.Graph()
     x = g.var("x", np.ones((2, 2)))
     unused = g.var("unused", np.ones((3,), np.float32))
-    p = g.placeholder("p", (None, 2))
+    g.placeholder("p", (None, 2))
     g.math.mul(unused, 2.0)
     g.set_loss(g.math.sum(x * 2.0))
     grads = g.calculate_gradients({"p": np.ones((5, 2))}, ["x", "unused", "p"])
@@ -221,6 +221,43 @@ def test_a_rule_giving_the_wrong_shape_is_a_clear_error():
     finally:
         registry._REGISTRY.pop("test_autodiff_bad_shape", None)
         registry._CALLABLES.pop("test_autodiff_bad_shape", None)
+
+
+@pytest.fixture
+def forgetful_add():
+    """An add whose rule forgets to un-broadcast: it hands the output's gradient to both inputs."""
+    from graphview.shapes import broadcast_shapes
+    name = "test_autodiff_forgetful_add"
+    op = gv.defop(name, shape=broadcast_shapes, kernel=lambda x, b, out: np.add(x, b, out=out),
+                  vjp=lambda grad, out, x, b: (grad, grad))
+    yield op
+    registry._REGISTRY.pop(name, None)
+    registry._CALLABLES.pop(name, None)
+
+
+@pytest.mark.parametrize("b_shape, message", [
+    ((3,), r"\(\?, 3\) for input 'b' of shape \(3,\)"),            # ranks differ, one dim unknown
+    ((None, 1), r"\(\?, 3\) for input 'b' of shape \(\?, 1\)"),    # a dim static in both and unequal
+])
+def test_a_rule_that_does_not_unbroadcast_is_a_shape_error_when_built(forgetful_add, b_shape, message):
+    g = gv.Graph()
+    x = g.placeholder("x", (None, 3))
+    b = g.var("b", np.ones(3)) if None not in b_shape else g.placeholder("b", b_shape)
+    g.set_loss(g.math.sum(forgetful_add(x, b, name="myadd")))
+    with pytest.raises(gv.ShapeError, match="test_autodiff_forgetful_add \\(node 'myadd'\\).*" + message):
+        g.calculate_gradients({"x": np.ones((2, 3)), "b": np.ones((2, 1))} if None in b_shape
+                              else {"x": np.ones((2, 3))}, ["b"])
+
+
+def test_a_rule_that_does_not_unbroadcast_is_a_shape_error_at_run_time(forgetful_add):
+    g = gv.Graph()
+    x, b = g.placeholder("x", (None, 3)), g.placeholder("b", (None, 3))
+    g.set_loss(g.math.sum(forgetful_add(x, b)))
+    feeds = {"x": np.ones((2, 3)), "b": np.ones((2, 3))}
+    assert g.calculate_gradients(feeds, ["b"])["b"].shape == (2, 3)    # no broadcasting: the rule is right
+    feeds["b"] = np.ones((1, 3))
+    with pytest.raises(gv.ShapeError, match=r"gradient of 'b' has shape \(2, 3\) but 'b' has shape \(1, 3\)"):
+        g.calculate_gradients(feeds, ["b"])
 
 
 def test_listeners_see_the_backward_ops():

@@ -38,7 +38,7 @@ def failure_records(report):
     return [{"variable": str(_get(f, "variable")), "index": _index(_get(f, "index")),
              "analytic": _number(_get(f, "analytic")), "numeric": _number(_get(f, "numeric")),
              "rel_error": _number(_get(f, "rel_error")), "abs_error": _number(_get(f, "abs_error")),
-             "kind": str(_get(f, "kind", default="gradient"))}
+             "kind": str(_get(f, "kind", default="gradient")), "message": str(f)}
             for f in (_get(report, "failures", default=None) or [])]
 
 
@@ -198,5 +198,7 @@ def suite_testcases(rows):
 
 
 def _describe_failure(f):
+    if f["kind"] == "shape":
+        return f["message"]
     return (f"{f['variable']}{f['index']}: analytic={f['analytic']} numeric={f['numeric']} "
             f"rel_error={f['rel_error']} abs_error={f['abs_error']}")

@@ -24,7 +24,8 @@ SUBSETS = ("random", "every_n")
 
 @dataclass
 class Failure:
-    """One failed comparison. ``kind``: "gradient", "nonfinite", "reentrancy" or "fast" (a projection)."""
+    """One failed comparison. ``kind``: "gradient", "nonfinite", "reentrancy", "fast" (a projection) or
+    "shape" (the analytic gradient's shape is not the variable's; ``index`` is None, the values NaN)."""
     variable: str
     index: Optional[tuple]
     analytic: float
@@ -33,7 +34,13 @@ class Failure:
     abs_error: float
     kind: str = "gradient"
 
+    shapes: Optional[tuple] = None  # kind "shape": (analytic gradient shape, variable shape)
+
     def __str__(self):
+        if self.kind == "shape":
+            gradient, variable = self.shapes
+            return (f"{self.variable} FAILED (wrong shape): the analytic gradient has shape {gradient}, "
+                    f"the variable has shape {variable}; a gradient rule does not un-broadcast")
         where = f"{self.variable}{list(self.index)}" if self.index is not None else f"{self.variable} (projection)"
         second = {"reentrancy": "secondGrad", "fast": "numericalProjection"}.get(self.kind, "numericalGrad")
         label = {"reentrancy": "NOT REENTRANT", "nonfinite": "FAILED (not finite)"}.get(self.kind, "FAILED")
@@ -85,7 +92,8 @@ class GradCheckReport:
     def __str__(self):
         checked = sum(v.checked for v in self.variables.values())
         verdict = "PASSED" if self.passed else "FAILED"
-        largest = max((v.max_rel_error for v in self.variables.values()), default=0.0)
+        errors = [v.max_rel_error for v in self.variables.values()]
+        largest = math.nan if any(math.isnan(e) for e in errors) else max(errors, default=0.0)
         lines = [f"gradient check of graph {self.graph_name!r} ({self.mode}"
                  f"{', in a float64 copy' if self.converted else ''}): {verdict}: {len(self.variables)} variables, "
                  f"{checked} checks, {len(self.failures)} failures, {len(self.violations)} in-place violations, "
@@ -130,8 +138,7 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
     ``progress(done, total)``, when given, is called once before the first comparison
     and after each; ``total`` grows when fast mode reruns a variable in full.
     """
-    if subset not in SUBSETS:
-        raise GraphviewError(f"check_gradients: subset must be one of {', '.join(SUBSETS)}, not {subset!r}")
+    _check_options(eps, max_rel_error, min_abs_error, max_per_param, subset, seed)
     if not graph._losses:
         raise GraphviewError(f"check_gradients: graph {graph.name!r} has no loss; call g.set_loss(...) first")
     skip = {graph._name_of(s) for s in ([skip] if isinstance(skip, (str, Variable)) else skip)}
@@ -140,30 +147,71 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
     mask = {graph._name_of(k): v for k, v in (mask or {}).items()}
     work, feeds, converted = float64_copy(graph, placeholders)
     names = _targets(work, wrt, skip, activations)
-    report = GradCheckReport(graph.name, "fast" if fast else "full", converted)
     if not names:
-        return report
+        raise GraphviewError(_nothing_to_check(graph, wrt, skip, bool(_targets(work, wrt, (), activations))))
+    report = GradCheckReport(graph.name, "fast" if fast else "full", converted)
     gradients = gradient_graph(work, names)
     listener = NonInplaceValidationListener(raise_errors=False) if validate_inplace else None
-    analytic = gradients.run(feeds, [listener] if listener else None)
+    analytic = gradients.run(feeds, [listener] if listener else None, check_shapes=False)
     if listener:
         report.violations.extend(listener.violations)
     settings = dict(eps=eps, max_rel_error=max_rel_error, min_abs_error=min_abs_error, mask=mask,
                     max_per_param=max_per_param, subset=subset, seed=seed, stop=exit_on_first_failure)
-    counts = [_elements(name, analytic[name].shape, settings).size for name in names]
+    losses = {name: _Loss(work, feeds, name) for name in names}
+    counts = [_elements(name, losses[name].array.shape, settings).size for name in names]
     settings["progress"] = _Progress(progress, sum(min(c, 1) if fast else c for c in counts))
-    if _reentrancy(report, analytic, gradients.run(feeds), exit_on_first_failure):
+    if _reentrancy(report, analytic, gradients.run(feeds, check_shapes=False), exit_on_first_failure):
         return report
     for name in names:
-        loss = _Loss(work, feeds, name)
+        loss = losses[name]
         result = report.variables[name] = VariableResult(name, tuple(loss.array.shape))
+        if analytic[name].shape != loss.array.shape:
+            result.add(True, math.nan)
+            report.failures.append(Failure(name, None, math.nan, math.nan, math.nan, math.nan, "shape",
+                                           (tuple(analytic[name].shape), tuple(loss.array.shape))))
+            if exit_on_first_failure:
+                return report
+            continue
         if fast and not _fast_check(report, result, loss, analytic[name], settings):
             continue
         if fast:
-            settings["progress"].total += _elements(name, analytic[name].shape, settings).size
+            settings["progress"].total += _elements(name, loss.array.shape, settings).size
         if _full_check(report, result, loss, analytic[name], settings):
             return report
     return report
+
+
+def _check_options(eps, max_rel_error, min_abs_error, max_per_param, subset, seed):
+    """Refuse option values that would crash the check or make it pass whatever the gradients are."""
+    def number(value):
+        return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+    def integer(value):
+        return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+    if not (number(eps) and math.isfinite(eps) and eps > 0):
+        raise GraphviewError(f"check_gradients: eps must be a finite number greater than 0, not {eps!r}")
+    for option, value in (("max_rel_error", max_rel_error), ("min_abs_error", min_abs_error)):
+        if not (number(value) and math.isfinite(value) and value >= 0):
+            raise GraphviewError(f"check_gradients: {option} must be a finite number >= 0, not {value!r} "
+                                 "(NaN or infinity would let every wrong gradient pass)")
+    if max_per_param is not None and not (integer(max_per_param) and max_per_param >= 1):
+        raise GraphviewError(f"check_gradients: max_per_param must be an integer >= 1 or None, not {max_per_param!r}")
+    if not isinstance(subset, str) or subset not in SUBSETS:
+        raise GraphviewError(f"check_gradients: subset must be one of {', '.join(SUBSETS)}, not {subset!r}")
+    if not (integer(seed) and seed >= 0):
+        raise GraphviewError(f"check_gradients: seed must be an integer >= 0, not {seed!r}")
+
+
+def _nothing_to_check(graph, wrt, skip, skipped):
+    if wrt is not None and not wrt:
+        return (f"check_gradients: nothing to check in graph {graph.name!r}: wrt is empty; name at least one "
+                "variable or placeholder, or leave wrt=None for every trainable floating-point variable")
+    if skipped:
+        return (f"check_gradients: nothing to check in graph {graph.name!r}: skip= removes every variable "
+                f"that would be checked ({', '.join(sorted(skip))})")
+    return (f"check_gradients: nothing to check in graph {graph.name!r}: no trainable floating-point "
+            "variables; name placeholders or values with wrt=")
 
 
 class _Progress:
@@ -267,7 +315,8 @@ class _Loss:
 
     def __call__(self):
         values = self.plan.run(self.feeds, None, None)
-        return math.fsum(float(np.sum(values[name], dtype=np.float64)) for name in self.graph._losses)
+        # The same sum as autodiff's: each loss once, whatever set_loss was given.
+        return math.fsum(float(np.sum(values[name], dtype=np.float64)) for name in dict.fromkeys(self.graph._losses))
 
 
 def _cut(work, name):
@@ -299,7 +348,10 @@ def _elements(name, shape, settings):
             rng = np.random.default_rng([settings["seed"], zlib.crc32(name.encode())])
             candidates = np.sort(rng.choice(candidates, size=limit, replace=False))
         else:
-            candidates = candidates[::-(-candidates.size // limit)][:limit]
+            # Exactly `limit` evenly spread elements, the first and the last included.
+            # Spacing (size-1)/(limit-1) >= 1, so the floored positions are distinct.
+            positions = np.arange(limit, dtype=np.int64) * (candidates.size - 1) // max(limit - 1, 1)
+            candidates = candidates[positions]
     return candidates
 
 

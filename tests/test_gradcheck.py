@@ -243,3 +243,95 @@ def test_check_op_and_op_coverage():
 def test_failure_renders_like_samediff():
     text = str(Failure("w", (0, 1), 1.0, 2.0, 1 / 3, 1.0))
     assert text.startswith("w[0, 1] FAILED: grad=1.0, numericalGrad=2.0, relError=0.333")
+
+
+# --- defects found in review -------------------------------------------------------
+
+@pytest.fixture
+def forgetful_add():
+    """An add whose rule forgets to un-broadcast: both inputs get the output's gradient."""
+    from graphview.shapes import broadcast_shapes
+    name = "test_gradcheck_forgetful_add"
+    op = gv.defop(name, shape=broadcast_shapes, kernel=lambda x, b, out: np.add(x, b, out=out),
+                  vjp=lambda grad, out, x, b: (grad, grad))
+    yield op
+    registry._REGISTRY.pop(name, None)
+    registry._CALLABLES.pop(name, None)
+
+
+def test_a_gradient_of_the_wrong_shape_at_run_time_is_a_recorded_failure(forgetful_add):
+    g = gv.Graph("broadcasting")
+    x, b = g.placeholder("x", (None, 3)), g.placeholder("b", (None, 3))
+    g.set_loss(g.math.sum(forgetful_add(x, b) * 1.5))
+    feeds = {"x": R.normal(size=(2, 3)), "b": R.normal(size=(1, 3))}
+    report = gv.check_gradients(g, feeds, wrt=["x", "b"])
+    assert not report.passed
+    assert [(f.variable, f.kind, f.shapes) for f in report.failures] == [("b", "shape", ((2, 3), (1, 3)))]
+    assert report.variables["b"].failed == 1 and report.variables["x"].failed == 0
+    assert "b FAILED (wrong shape): the analytic gradient has shape (2, 3), the variable has shape (1, 3)" \
+        in str(report)
+    assert "largest relative error nan" in str(report)
+    fast = gv.check_gradients(g, feeds, wrt=["b"], fast=True, exit_on_first_failure=True)
+    assert [f.kind for f in fast.failures] == ["shape"]
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("eps", 0.0, "eps must be a finite number greater than 0, not 0.0"),
+    ("eps", -1e-5, "eps must be a finite number greater than 0"),
+    ("eps", math.nan, "eps must be a finite number greater than 0, not nan"),
+    ("eps", math.inf, "eps must be a finite number greater than 0, not inf"),
+    ("max_rel_error", math.nan, "max_rel_error must be a finite number >= 0, not nan"),
+    ("max_rel_error", math.inf, "max_rel_error must be a finite number >= 0, not inf"),
+    ("max_rel_error", -0.1, "max_rel_error must be a finite number >= 0"),
+    ("min_abs_error", math.nan, "min_abs_error must be a finite number >= 0, not nan"),
+    ("min_abs_error", math.inf, "min_abs_error must be a finite number >= 0, not inf"),
+    ("min_abs_error", "0", "min_abs_error must be a finite number >= 0, not '0'"),
+    ("max_per_param", 0, "max_per_param must be an integer >= 1 or None, not 0"),
+    ("max_per_param", -1, "max_per_param must be an integer >= 1 or None, not -1"),
+    ("max_per_param", 2.5, "max_per_param must be an integer >= 1 or None, not 2.5"),
+    ("seed", -1, "seed must be an integer >= 0, not -1"),
+    ("seed", 1.5, "seed must be an integer >= 0, not 1.5"),
+    ("subset", None, "subset must be one of random, every_n, not None"),
+])
+def test_option_values_that_would_crash_or_pass_anything_are_refused(option, value, message):
+    g = with_op(wrong_square)
+    settings = {option: value}
+    if option == "max_per_param":
+        settings["subset"] = "every_n"      # max_per_param=0 with every_n divided by zero
+    with pytest.raises(gv.GraphviewError, match="check_gradients: " + message.replace("(", "\\(")):
+        gv.check_gradients(g, {}, **settings)
+    # The wrong rule is caught at the loosest finite settings.
+    assert not gv.check_gradients(g, {}, max_rel_error=0.1, min_abs_error=0.0).passed
+
+
+@pytest.mark.parametrize("size, limit", [(4, 3), (10, 6), (10, 10), (7, 1), (100, 30), (5, 9)])
+def test_every_n_checks_exactly_min_of_the_limit_and_the_size_evenly_spread(size, limit):
+    from graphview.gradcheck import _elements
+    settings = {"mask": {}, "max_per_param": limit, "subset": "every_n", "seed": 0}
+    chosen = _elements("a", (size,), settings)
+    assert chosen.size == min(limit, size) == np.unique(chosen).size
+    assert chosen[0] == 0 and (limit == 1 or chosen[-1] == size - 1)
+    gaps = np.diff(chosen)
+    assert gaps.size == 0 or gaps.max() - gaps.min() <= 1
+    g = gv.Graph()
+    a = g.var("a", R.normal(size=size))
+    g.set_loss(g.math.sum(a * a))
+    report = gv.check_gradients(g, {}, wrt=["a"], max_per_param=limit, subset="every_n")
+    assert report.variables["a"].checked == min(limit, size)
+
+
+def test_a_graph_with_nothing_to_check_is_an_error_not_a_pass():
+    g = gv.Graph("x")
+    x = g.placeholder("x", (3,))
+    g.set_loss(g.math.sum(g.math.mul(x, x, name="square")))
+    feeds = {"x": np.array([1.0, 2.0, 3.0])}
+    with pytest.raises(gv.GraphviewError, match="check_gradients: nothing to check in graph 'x': no trainable "
+                                                "floating-point variables; name placeholders or values with wrt="):
+        gv.check_gradients(g, feeds)
+    with pytest.raises(gv.GraphviewError, match="nothing to check in graph 'x': wrt is empty"):
+        gv.check_gradients(g, feeds, wrt=[])
+    with pytest.raises(gv.GraphviewError, match="nothing to check in graph 'x': skip= removes every variable .*x"):
+        gv.check_gradients(g, feeds, wrt=["x"], skip=["x"])
+    assert gv.check_gradients(g, feeds, wrt=["x"]).variables["x"].checked == 3
+    # wrt=[] with activations=True checks only the intermediate values.
+    assert list(gv.check_gradients(g, feeds, wrt=[], activations=True).variables) == ["square", "sum"]

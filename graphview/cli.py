@@ -6,6 +6,7 @@ violation, 2 for usage or input errors, which are one line on stderr (the
 traceback only with ``--debug``). See adr/0011-cli-design.md.
 """
 import argparse
+import math
 import os
 import sys
 import time
@@ -25,17 +26,30 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: error: {message}")
 
 
-def _positive(kind):
+def _number(kind, minimum):
+    """An argparse type: a finite ``kind`` greater than 0 (``minimum="positive"``) or at least 0."""
     def convert(text):
         try:
             value = kind(text)
         except ValueError:
             described = {int: "an integer", float: "a number"}.get(kind, kind.__name__)
             raise argparse.ArgumentTypeError(f"{text!r} is not {described}") from None
-        if not value > 0:
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if minimum == "positive" and not value > 0:
             raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+        if minimum == "non-negative" and not value >= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
         return value
     return convert
+
+
+def _positive(kind):
+    return _number(kind, "positive")
+
+
+def _non_negative(kind):
+    return _number(kind, "non-negative")
 
 
 def _names(text):
@@ -63,16 +77,16 @@ def build_parser():
                        help="a graph file, path/to/file.py:function or package.module:function "
                             "(the function returns (graph, placeholders))")
     check.add_argument("--eps", type=_positive(float), help="finite-difference step (default 1e-5)")
-    check.add_argument("--max-rel-error", type=_positive(float), help="largest relative error that passes "
+    check.add_argument("--max-rel-error", type=_non_negative(float), help="largest relative error that passes "
                        "(default 1e-5)")
-    check.add_argument("--min-abs-error", type=float, help="absolute errors below this always pass (default 1e-6)")
+    check.add_argument("--min-abs-error", type=_non_negative(float), help="absolute errors below this always pass (default 1e-6)")
     check.add_argument("--wrt", type=_names, metavar="NAME,...", help="variables to check (default: every "
                        "trainable floating-point variable)")
     check.add_argument("--skip", type=_names, metavar="NAME,...", help="variables not to check")
     check.add_argument("--max-per-param", type=_positive(int), metavar="N", help="check at most N elements "
                        "of each variable")
     check.add_argument("--subset", choices=("random", "every_n"), help="which elements --max-per-param picks")
-    check.add_argument("--seed", type=int, help="seed of the random subset")
+    check.add_argument("--seed", type=_non_negative(int), help="seed of the random subset")
     check.add_argument("--exit-on-first-failure", action="store_true", help="stop at the first failure")
     check.add_argument("--fast", action="store_true", help="one random projection per input; a full check "
                        "explains any failure")

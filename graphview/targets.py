@@ -62,6 +62,8 @@ def _call(target):
         raise TargetError(f"{target}: {module_name} has no function {function_name!r}")
     try:
         result = function()
+    except SystemExit as exit:  # the CLI would otherwise exit with the user's status and report nothing
+        raise TargetError(f"{target} called sys.exit({exit.code!r}) instead of returning a graph") from None
     except GraphviewError as error:
         raise TargetError(f"{target}: {type(error).__name__}: {error}") from error
     except Exception as error:
@@ -87,17 +89,35 @@ def _import(module_name, target):
         sys.path.insert(0, os.path.dirname(path))
         try:
             spec.loader.exec_module(module)
+        except SystemExit as exit:
+            raise TargetError(f"{target}: importing {module_name} called sys.exit({exit.code!r})") from None
         except Exception as error:
             raise TargetError(f"{target}: importing {module_name} raised {type(error).__name__}: {error}") from error
         finally:
-            sys.path.remove(os.path.dirname(path))
+            _remove_path(os.path.dirname(path))
         return module
+    # The current folder goes first on sys.path, as with `python -m graphview`, so that
+    # `graphview gradcheck module:function` finds module.py where the user stands.
+    folder = os.getcwd()
+    sys.path.insert(0, folder)
     try:
         return importlib.import_module(module_name)
     except ImportError as error:
         raise TargetError(f"{target}: cannot import {module_name}: {error}") from error
+    except SystemExit as exit:
+        raise TargetError(f"{target}: importing {module_name} called sys.exit({exit.code!r})") from None
     except Exception as error:
         raise TargetError(f"{target}: importing {module_name} raised {type(error).__name__}: {error}") from error
+    finally:
+        _remove_path(folder)
+
+
+def _remove_path(folder):
+    """Undo our ``sys.path.insert(0, folder)``, even if the imported code added entries in front of it."""
+    if sys.path and sys.path[0] == folder:
+        del sys.path[0]
+    elif folder in sys.path:
+        sys.path.remove(folder)
 
 
 def _describe(value):

@@ -2,8 +2,8 @@
 import importlib
 
 from graphview.errors import (DTypeError, ExecutionError, GraphFileError, GraphviewError, IndexDescriptorError,
-                              InplaceModificationError, NameConflictError, PlaceholderError, ShapeError,
-                              UnknownNameError)
+                              InplaceModificationError, NameConflictError, OpArgumentError, PlaceholderError,
+                              ShapeError, UnknownNameError)
 from graphview.graph import Graph
 from graphview.variable import Kind, Variable
 
@@ -46,7 +46,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "ops", "Sample",
     "GraphviewError", "ShapeError", "DTypeError", "IndexDescriptorError", "InplaceModificationError",
-    "GraphFileError", "NameConflictError", "UnknownNameError", "PlaceholderError", "ExecutionError",
+    "GraphFileError", "NameConflictError", "UnknownNameError", "PlaceholderError", "ExecutionError", "OpArgumentError",
     "indexing", "point", "interval", "all", "new_axis",
     "Listener", "NonInplaceValidationListener", "ProfilingListener", "DebugListener",
     "check_gradients", "GradCheckReport", "op_coverage", "load",

@@ -39,3 +39,7 @@ class PlaceholderError(GraphviewError, ValueError):
 
 class ExecutionError(GraphviewError, RuntimeError):
     """A value that can only be checked at run time was wrong (e.g. a label out of range)."""
+
+
+class OpArgumentError(GraphviewError, TypeError):
+    """An op called with the wrong number of inputs or an attribute it does not take."""

@@ -10,11 +10,8 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from graphview.errors import GraphviewError
+from graphview.errors import GraphviewError, OpArgumentError
 
-
-class OpArgumentError(GraphviewError, TypeError):
-    """An op called with the wrong number of inputs or an attribute it does not take."""
 
 _REGISTRY = {}
 _CALLABLES = {}

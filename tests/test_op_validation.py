@@ -24,7 +24,7 @@ def g():
 def test_wrong_inputs_or_attributes_are_refused_when_the_op_is_built(g, call, message):
     a = g.placeholder("a", (3,))
     before = len(g.nodes())
-    with pytest.raises(registry.OpArgumentError, match=message) as caught:
+    with pytest.raises(gv.OpArgumentError, match=message) as caught:
         call(g, a)
     assert isinstance(caught.value, gv.GraphviewError) and isinstance(caught.value, TypeError)
     assert not isinstance(caught.value, gv.DTypeError)

@@ -12,7 +12,6 @@ dtype rules, so a file that loads is a graph that could have been built.
 Anything else raises :class:`graphview.GraphFileError`. See
 adr/0010-graph-file-format.md.
 """
-import io
 import json
 import math
 import os
@@ -36,7 +35,12 @@ VERSION = 1
 GRAPH_JSON = "graph.json"
 MAX_JSON_BYTES = 256 * 2**20
 MAX_RANK = 64
+MAX_RATIO = 1100  # the most any deflated data inflates (deflate's limit is about 1032:1)
 DTYPES = {dtype.name: dtype for dtype in dtypes.ALL}
+# Attributes holding view descriptors (lists of integer entries), and how deeply they nest:
+# create_view/scatter_view keep one list of descriptors, in-place ops a list of them (one per view level).
+DESCRIPTOR_ATTRIBUTES = {"create_view": ("descriptors", 1), "scatter_view": ("descriptors", 1),
+                         **{op: ("chain", 2) for op in ("assign_", "add_", "sub_", "mul_", "div_")}}
 NODE_FIELDS = {"name", "kind", "op", "inputs", "attrs", "shape", "dtype", "value"}
 SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 # What a damaged zip or .npy member can raise from inside zipfile, zlib and NumPy.
@@ -149,10 +153,23 @@ def read(path):
         raise GraphFileError(f"{shown}: corrupt or truncated graph file ({type(error).__name__}: {error})") from None
 
 
+class _Counting:
+    """A read-only stream that counts the bytes read through it (the .npy header's length)."""
+
+    def __init__(self, stream):
+        self.stream, self.count = stream, 0
+
+    def read(self, size=-1):
+        data = self.stream.read(size)
+        self.count += len(data)
+        return data
+
+
 class _Reader:
     def __init__(self, path):
         self.path = path
         self.used = set()
+        self.total = 0
 
     def fail(self, message):
         raise GraphFileError(f"{self.path}: {message}")
@@ -164,6 +181,9 @@ class _Reader:
             if not os.path.exists(self.path):
                 self.fail("no such graph file")
             self.fail("not a graph file (not a zip archive; truncated or corrupt?)")
+        self.file_size = os.path.getsize(self.path)
+        # Deflate cannot compress better than about 1032:1; more than that is a lying zip directory.
+        self.limit = MAX_RATIO * self.file_size + 2**20
         with zipfile.ZipFile(self.path) as archive:
             self.archive = archive
             self.members = self._members()
@@ -342,10 +362,33 @@ class _Reader:
             if pair[0] in decoded:
                 self.fail(f"{where}: attribute {pair[0]!r} appears twice")
             decoded[pair[0]] = self._decode(where, pair[1])
+        key, levels = DESCRIPTOR_ATTRIBUTES.get(op, (None, 0))
+        if key in decoded:
+            self._descriptors(where, op, key, decoded[key], levels)
         try:
             return freeze_attrs(op, decoded)
         except GraphviewError as error:
             self.fail(f"{where}: {error}")
+
+    def _descriptors(self, where, op, key, value, levels):
+        """View descriptors must be integers: a float would be truncated when the view is made."""
+        from graphview.ops.view import DYNAMIC
+        lists = [value]
+        for _ in range(levels - 1):
+            if not all(isinstance(item, tuple) for item in lists):
+                break
+            lists = [item for outer in lists for item in outer]
+        for entries in lists:
+            if not isinstance(entries, tuple):
+                self.fail(f"{where}: op {op} attribute {key!r} must be a list of descriptors, not {entries!r:.80}")
+            for entry in entries:
+                if not isinstance(entry, tuple):
+                    self.fail(f"{where}: op {op} attribute {key!r}: descriptor {entry!r:.80} is not a list")
+                values = entry[1:] if entry[:1] == (DYNAMIC,) else entry
+                for item in values:
+                    if not _is_int(item):
+                        self.fail(f"{where}: op {op} attribute {key!r}: descriptor {list(entry)!r:.80} holds "
+                                  f"{item!r}, which is not an integer")
 
     def _decode(self, where, value):
         if isinstance(value, list):
@@ -362,22 +405,41 @@ class _Reader:
         if member in self.used:
             self.fail(f"{where}: the array {member!r} is used twice")
         self.used.add(member)
-        raw = self.archive.read(member)
-        stream = io.BytesIO(raw)
-        version = np.lib.format.read_magic(stream)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
-        elif version == (2, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
-        else:
-            self.fail(f"{where}: {member} is .npy version {version}, not 1.0 or 2.0")
-        if dtype not in DTYPES.values() or dtype.byteorder not in ("=", "|", "<" if np.little_endian else ">"):
-            self.fail(f"{where}: {member} holds dtype {dtype.str}, not one of {', '.join(DTYPES)}")
-        count = math.prod(shape)
-        if count * dtype.itemsize != len(raw) - stream.tell():
-            self.fail(f"{where}: {member} holds {len(raw) - stream.tell()} data bytes, but its header says "
-                      f"{format_shape(shape)} {dtype.name} ({count * dtype.itemsize} bytes)")
-        return np.load(io.BytesIO(raw), allow_pickle=False)
+        info = self.members[member]
+        with self.archive.open(info) as stream:
+            # Only the header is read before the sizes are checked: the zip's recorded size of the
+            # member must be exactly what the header declares, and zipfile never inflates past the
+            # recorded size, so a member cannot make loading read more than its header declares.
+            header = _Counting(stream)
+            version = np.lib.format.read_magic(header)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(header)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(header)
+            else:
+                self.fail(f"{where}: {member} is .npy version {version}, not 1.0 or 2.0")
+            if dtype not in DTYPES.values() or dtype.byteorder not in ("=", "|", "<" if np.little_endian else ">"):
+                self.fail(f"{where}: {member} holds dtype {dtype.str}, not one of {', '.join(DTYPES)}")
+            count = math.prod(shape)
+            declared = count * dtype.itemsize
+            if header.count + declared != info.file_size:
+                self.fail(f"{where}: {member} holds {info.file_size - header.count} data bytes, but its header "
+                          f"says {format_shape(shape)} {dtype.name} ({declared} bytes)")
+            self.total += info.file_size
+            if self.total > self.limit:
+                self.fail(f"the arrays inflate to more than {self.limit} bytes, more than the file's "
+                          f"{self.file_size} bytes could hold")
+            flat = np.empty(count, dtype)
+            view = memoryview(flat).cast("B")
+            filled = 0
+            while filled < declared:
+                got = stream.readinto(view[filled:])
+                if not got:
+                    self.fail(f"{where}: {member} is truncated: {filled} of {declared} data bytes")
+                filled += got
+            if stream.read(1):  # reaching the end also makes zipfile check the CRC
+                self.fail(f"{where}: {member} holds more data than its header declares")
+        return flat.reshape(shape, order="F" if fortran else "C")
 
     def _placeholders(self, document, graph):
         values = {}

@@ -281,3 +281,74 @@ def test_mutated_graph_json_gives_a_graph_or_graph_file_error(good_file, tmp_pat
     buffer = io.BytesIO()
     _write(buffer, members)
     _load_bytes(buffer.getvalue(), tmp_path, "mutated.gvz")
+
+
+# --- defects found in review -------------------------------------------------------
+
+def test_an_npy_member_larger_than_its_header_says_is_refused_before_it_is_read(tmp_path):
+    import tracemalloc
+
+    def inflate(document, members):
+        members["arrays/0.npy"] += bytes(64 * 2**20)     # 64 MiB of zeros: a small deflated member
+
+    graph, feeds = _model()
+    graph.save(tmp_path / "good.gvz", placeholders=feeds)
+    members = _members(tmp_path / "good.gvz")
+    inflate(None, members)
+    path = tmp_path / "bomb.gvz"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    del members
+    assert os.path.getsize(path) < 2**20
+    tracemalloc.start()
+    try:
+        with pytest.raises(gv.GraphFileError, match=r"arrays/0.npy holds 67108912 data bytes, but its header says "
+                                                    r"\(3, 2\) float64 \(48 bytes\)"):
+            gv.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20, f"loading read the inflated member ({peak} bytes at the peak)"
+
+
+def test_arrays_inflating_past_what_deflate_could_give_are_refused(tmp_path, monkeypatch):
+    from graphview import serialization
+    g = gv.Graph("zeros")
+    g.var("big", np.zeros(2**18))                          # 2 MiB that deflate to a few KiB
+    g.save(tmp_path / "zeros.gvz")
+    assert os.path.getsize(tmp_path / "zeros.gvz") < 2**16
+    assert gv.load(tmp_path / "zeros.gvz").node("big").shape == (2**18,)
+    monkeypatch.setattr(serialization, "MAX_RATIO", 10)   # as if deflate could not do better than 10:1
+    with pytest.raises(gv.GraphFileError, match="the arrays inflate to more than .* bytes, more than the file's "
+                                                ".* bytes could hold"):
+        gv.load(tmp_path / "zeros.gvz")
+
+
+def _view_model():
+    g = gv.Graph("views")
+    x = g.var("x", np.arange(12.0).reshape(3, 4))
+    y = g.var("y", np.zeros((3, 4)))
+    g.add_(y[1], np.ones(4))
+    g.set_loss(g.math.sum(x[::2] * 1.0, name="loss"))
+    return g
+
+
+@pytest.mark.parametrize("op, bad", [("create_view", 2.5), ("create_view", 2.0), ("create_view", True),
+                                     ("add_", 1.5)])
+def test_view_descriptors_must_be_integers(tmp_path, op, bad):
+    graph = _view_model()
+    graph.save(tmp_path / "good.gvz")
+    members = _members(tmp_path / "good.gvz")
+    document = json.loads(members["graph.json"])
+    node = next(n for n in document["nodes"] if n["op"] == op)
+    attribute = node["attrs"][0]
+    entry = attribute[1][0] if op == "create_view" else attribute[1][0][0]
+    assert attribute[0] == ("descriptors" if op == "create_view" else "chain") and isinstance(entry[1], int)
+    entry[1] = bad
+    members["graph.json"] = json.dumps(document)
+    _write(tmp_path / "bad.gvz", members)
+    with pytest.raises(gv.GraphFileError, match=f"node {document['nodes'].index(node)} \\({node['name']!r}\\): "
+                                                f"op {op} attribute '{attribute[0]}': descriptor .* holds "
+                                                f"{bad!r}, which is not an integer"):
+        gv.load(tmp_path / "bad.gvz")

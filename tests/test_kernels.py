@@ -76,3 +76,14 @@ def test_in_place_add_writes_only_its_view(size):
     inplace.add_(view, np.array(1.5))
     assert base[:2].tolist() == [0.0, 0.0] and base[-2:].tolist() == [0.0, 0.0]
     assert np.all(view == 1.5)
+
+
+def test_scipy_is_an_install_dependency_because_numba_blas_comes_from_it():
+    import configparser
+    import pathlib
+    config = configparser.ConfigParser()
+    config.read(pathlib.Path(__file__).resolve().parent.parent / "setup.cfg")
+    required = [line.split(">")[0].split("=")[0].strip() for line in
+                config["options"]["install_requires"].split("\n") if line.strip()]
+    source = (pathlib.Path(__file__).resolve().parent.parent / "kernels" / "linalg.py").read_text()
+    assert "np.dot" in source and "scipy" in required   # Numba's np.dot needs scipy.linalg.cython_blas

@@ -302,3 +302,18 @@ def test_second_derivatives_through_softmax_views_and_gelu_pass_a_gradient_check
     first.graph.set_loss(first.graph.math.sum(first.gradients["x"] * weights))
     report = gv.check_gradients(first.graph, {}, wrt=["x"])
     assert report.passed and report.variables["x"].checked == 4, str(report)
+
+
+def test_unbroadcasting_is_skipped_only_where_the_shapes_are_provably_equal():
+    g = gv.Graph()
+    x = g.placeholder("x", (None, 3))
+    y = g.placeholder("y", (None, 3))
+    b = g.var("b", np.ones(3))
+    g.set_loss(g.math.sum(g.math.sin(x * y + b) @ g.var("w", np.ones((3, 2)))))
+    ops = [node.op for node in g.gradient_graph(["x", "y", "b", "w"]).graph.nodes()]
+    assert ops.count("reduce_to") == 3        # x and y may broadcast each other; b really is summed
+    feeds = {"x": np.linspace(0, 1, 3)[None, :], "y": np.linspace(1, 2, 12).reshape(4, 3)}
+    gradients = g.calculate_gradients(feeds, ["x", "y", "b"])
+    assert gradients["x"].shape == (1, 3) and gradients["y"].shape == (4, 3) and gradients["b"].shape == (3,)
+    report = gv.check_gradients(g, feeds, wrt=["x", "y", "b", "w"])
+    assert report.passed, str(report)

@@ -63,7 +63,10 @@ def _swap_last(x):
 
 
 def _matmul_vjp(g, out, a, b):
-    return (reduce_to(_matmul(g, _swap_last(b)), a), reduce_to(_matmul(_swap_last(a), g), b))
+    grad_a, grad_b = _matmul(g, _swap_last(b)), _matmul(_swap_last(a), g)
+    if a.rank == 2 and b.rank == 2:   # no batch axes were broadcast: the products have a's and b's shapes
+        return grad_a, grad_b
+    return reduce_to(grad_a, a), reduce_to(grad_b, b)
 
 
 def _matmul_samples():

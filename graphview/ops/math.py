@@ -64,35 +64,53 @@ def with_integers(samples, arity):
 
 
 # Gradient helpers are imported lazily: they are built from ops declared below.
-def _reduce_to(grad, like):
+def _reduce_to(grad, like, out):
+    """``grad`` (shaped like ``out``) summed back to ``like``'s shape; no node when ``like`` provably
+    has ``out``'s shape at run time (the run-time copy would cost a pass over the gradient)."""
     from graphview.ops.shape import reduce_to
-    return reduce_to(grad, like)
+    return grad if keeps_output_shape(like, out) else reduce_to(grad, like)
+
+
+def keeps_output_shape(like, out):
+    """True when input ``like`` of ``out``'s broadcasting op has ``out``'s shape whatever is fed: equal
+    static shapes, and along each unknown size every other input has size 1 or no such axis."""
+    if len(like.shape) != len(out.shape) or any(a != b for a, b in zip(like.shape, out.shape)):
+        return False
+    rank = len(out.shape)
+    partners = [out.graph.node(name).shape for name in out.node.inputs if name != like.name]
+    for axis, size in enumerate(like.shape):
+        if size is None:
+            for shape in partners:
+                offset = axis - (rank - len(shape))
+                if offset >= 0 and shape[offset] != 1:
+                    return False
+    return True
 
 
 add = elementwise("add", kernels.add, reference=np.add,
-                  vjp=lambda g, out, x, y: (_reduce_to(g, x), _reduce_to(g, y)),
+                  vjp=lambda g, out, x, y: (_reduce_to(g, x, out), _reduce_to(g, y, out)),
                   samples=with_integers(binary_samples(), 2), doc="x + y, broadcasting.")
 sub = elementwise("sub", kernels.sub, reference=np.subtract,
-                  vjp=lambda g, out, x, y: (_reduce_to(g, x), _reduce_to(neg(g), y)),
+                  vjp=lambda g, out, x, y: (_reduce_to(g, x, out), _reduce_to(neg(g), y, out)),
                   samples=with_integers(binary_samples(), 2), doc="x - y, broadcasting.")
 mul = elementwise("mul", kernels.mul, reference=np.multiply,
-                  vjp=lambda g, out, x, y: (_reduce_to(mul(g, y), x), _reduce_to(mul(g, x), y)),
+                  vjp=lambda g, out, x, y: (_reduce_to(mul(g, y), x, out), _reduce_to(mul(g, x), y, out)),
                   samples=with_integers(binary_samples(), 2), doc="x * y, broadcasting.")
 div = elementwise("div", kernels.div, reference=np.true_divide, promote="float",
-                  vjp=lambda g, out, x, y: (_reduce_to(div(g, y), x), _reduce_to(neg(div(mul(g, out), y)), y)),
+                  vjp=lambda g, out, x, y: (_reduce_to(div(g, y), x, out), _reduce_to(neg(div(mul(g, out), y)), y, out)),
                   samples=binary_samples(positive=True), doc="x / y (true division; integers give float64).")
 pow = elementwise("pow", kernels.pow, reference=np.power, promote="float",
                   vjp=lambda g, out, x, y: (
-                      _reduce_to(mul(g, mul(y, pow(x, sub(y, 1.0)))), x),
-                      _reduce_to(mul(g, mul(out, log(where(gt(x, 0.0), x, 1.0)))), y)),
+                      _reduce_to(mul(g, mul(y, pow(x, sub(y, 1.0)))), x, out),
+                      _reduce_to(mul(g, mul(out, log(where(gt(x, 0.0), x, 1.0)))), y, out)),
                   samples=binary_samples(positive=True), doc="x ** y, in floating point.")
 maximum = elementwise("maximum", kernels.maximum, reference=np.maximum,
-                      vjp=lambda g, out, x, y: (_reduce_to(where(ge(x, y), g, 0.0), x),
-                                                _reduce_to(where(ge(x, y), 0.0, g), y)),
+                      vjp=lambda g, out, x, y: (_reduce_to(where(ge(x, y), g, 0.0), x, out),
+                                                _reduce_to(where(ge(x, y), 0.0, g), y, out)),
                       samples=with_integers(binary_samples(), 2), doc="Element-wise maximum; NaN propagates.")
 minimum = elementwise("minimum", kernels.minimum, reference=np.minimum,
-                      vjp=lambda g, out, x, y: (_reduce_to(where(le(x, y), g, 0.0), x),
-                                                _reduce_to(where(le(x, y), 0.0, g), y)),
+                      vjp=lambda g, out, x, y: (_reduce_to(where(le(x, y), g, 0.0), x, out),
+                                                _reduce_to(where(le(x, y), 0.0, g), y, out)),
                       samples=with_integers(binary_samples(), 2), doc="Element-wise minimum; NaN propagates.")
 
 neg = elementwise("neg", kernels.neg, reference=np.negative, vjp=lambda g, out, x: (neg(g),),
@@ -156,7 +174,8 @@ def _where_dtype(condition, x, y):
 
 where = defop("where", shape=_broadcast_ternary, kernel=kernels.where, dtype=_where_dtype,
               promote="same", promote_inputs=(1, 2), accepts=dtypes.ALL,
-              vjp=lambda g, out, c, x, y: (None, _reduce_to(where(c, g, 0.0), x), _reduce_to(where(c, 0.0, g), y)),
+              vjp=lambda g, out, c, x, y: (None, _reduce_to(where(c, g, 0.0), x, out),
+                                           _reduce_to(where(c, 0.0, g), y, out)),
               samples=_where_samples, reference=np.where, family="elementwise", namespace="math",
               doc="x where condition is true, else y, broadcasting.")
 

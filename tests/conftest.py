@@ -1,7 +1,24 @@
 import os
 
+import numpy as np
+import pytest
 from hypothesis import settings
+
+import graphview as gv
+from graphview import registry
 
 settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("dev", max_examples=30, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def forgetful_add():
+    """An add whose gradient rule forgets to un-broadcast: it hands the output's gradient to both inputs."""
+    from graphview.shapes import broadcast_shapes
+    name = "test_forgetful_add"
+    op = gv.defop(name, shape=broadcast_shapes, kernel=lambda x, b, out: np.add(x, b, out=out),
+                  vjp=lambda grad, out, x, b: (grad, grad))
+    yield op
+    registry._REGISTRY.pop(name, None)
+    registry._CALLABLES.pop(name, None)

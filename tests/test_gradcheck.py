@@ -247,18 +247,6 @@ def test_failure_renders_like_samediff():
 
 # --- defects found in review -------------------------------------------------------
 
-@pytest.fixture
-def forgetful_add():
-    """An add whose rule forgets to un-broadcast: both inputs get the output's gradient."""
-    from graphview.shapes import broadcast_shapes
-    name = "test_gradcheck_forgetful_add"
-    op = gv.defop(name, shape=broadcast_shapes, kernel=lambda x, b, out: np.add(x, b, out=out),
-                  vjp=lambda grad, out, x, b: (grad, grad))
-    yield op
-    registry._REGISTRY.pop(name, None)
-    registry._CALLABLES.pop(name, None)
-
-
 def test_a_gradient_of_the_wrong_shape_at_run_time_is_a_recorded_failure(forgetful_add):
     g = gv.Graph("broadcasting")
     x, b = g.placeholder("x", (None, 3)), g.placeholder("b", (None, 3))

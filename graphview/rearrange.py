@@ -6,8 +6,9 @@ result is laid out. A parenthesised group on the left splits an axis (give the
 sizes as keywords, all but one may be inferred), a group on the right merges
 axes, ``1`` or ``()`` on the right adds an axis of size 1 and on the left drops
 one. The plan is: split, squeeze, permute, merge, expand. Permute, split,
-squeeze and expand are zero-copy views; a merge is a view when the data is
-contiguous at that point, otherwise a copy (``g.explain`` shows which).
+squeeze and expand are zero-copy views; a merge is a view when the merged axes
+are adjacent in memory (contiguous data, even after a permute that keeps them
+in order), otherwise a copy (``g.explain`` shows which).
 
 Every step is cached per (input, step) in the graph's dims table, so
 ``rearrange`` twice, or a layout view and a pattern meaning the same, give the
@@ -207,6 +208,10 @@ def _compile(x, left, right, sizes, where):
             raise PatternError(f"{where}: {name}={size} but that axis has size {current.shape[position]}")
     order = _names(right)
     perm = tuple(axes.index(n) for n in order)
+    # Which axes a merge can join without a copy: while the data is C-contiguous before the permute,
+    # each axis covers a span of that contiguous layout, and adjacent spans merge as a view.
+    contiguous = contiguity(current)
+    spans_of = [(p, p) for p in perm]
     if perm != tuple(range(len(perm))):
         current = step(current, "permute", [dims[p] for p in perm], perm=perm)
         dims = [dims[p] for p in perm]
@@ -220,12 +225,19 @@ def _compile(x, left, right, sizes, where):
         if width == 0:
             current = step(current, "expand_dims", dims[:start] + [None] + dims[start:], axis=start)
             dims.insert(start, None)
+            spans_of.insert(start, None)
         elif isinstance(item, tuple) and width > 1:
             merged = dimmath.product(dims[start:start + width]) if None not in dims[start:start + width] else None
             new_dims = dims[:start] + [merged] + dims[start + width:]
-            op = "merge_axes" if contiguity(current) else "merge_axes_copy"   # unknown: copy, and say so
-            current = step(current, op, new_dims, start=start, stop=start + width)
+            group = spans_of[start:start + width]
+            view = bool(contiguous) and None not in group and all(a[1] + 1 == b[0] for a, b in zip(group, group[1:]))
+            current = step(current, "merge_axes" if view else "merge_axes_copy", new_dims,   # unknown: copy
+                           start=start, stop=start + width)
             dims = new_dims
+            if view:
+                spans_of[start:start + width] = [(group[0][0], group[-1][1])]
+            else:   # the copy is C-contiguous in the current order
+                contiguous, spans_of = True, [(i, i) for i in range(len(dims))]
     return current
 
 

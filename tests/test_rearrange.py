@@ -218,3 +218,29 @@ def test_a_merged_axis_can_be_split_differently_from_how_it_was_merged():
     values = g.output({"x": DATA}, [halves, sixes])
     np.testing.assert_array_equal(values[halves.name], DATA.reshape(2, 2, 6, 5))
     np.testing.assert_array_equal(values[sixes.name], DATA.reshape(2, 2, 6, 5))
+
+
+@pytest.mark.parametrize("pattern,view", [
+    ("b h w c -> b c (h w)", True), ("b h w c -> (h w) b c", True), ("b h w c -> c (b h w)", True),
+    ("b h w c -> (w c) (b h)", True), ("b h w c -> b (c h w)", False), ("b h w c -> b (w h) c", False),
+])
+def test_a_merge_after_a_permute_is_a_view_exactly_when_its_axes_were_adjacent(pattern, view):
+    g = gv.Graph()
+    x = g.placeholder("x", shape=(None, 3, 4, 5))
+    y = gv.rearrange(x, pattern)
+    merges = [node.op for node in g.nodes() if (node.op or "").startswith("merge")]
+    assert set(merges) == {"merge_axes" if view else "merge_axes_copy"}
+    shared = []
+
+    class Watch(gv.Listener):
+        def post_op(self, ctx, node, inputs, outputs):
+            if node.op.startswith("merge"):
+                shared.append(np.shares_memory(inputs[0], outputs[0]))
+
+    result = g.output({"x": DATA}, [y], listeners=[Watch()])[y.name]
+    assert shared and all(s == view for s in shared)
+    left, right = pattern.split(" -> ")
+    names = left.split()
+    flat = [n for n in right.replace("(", " ").replace(")", " ").split()]
+    expected = DATA.transpose([names.index(n) for n in flat]).reshape(result.shape)
+    np.testing.assert_array_equal(result, expected)

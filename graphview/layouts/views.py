@@ -3,8 +3,9 @@
 Axis letters: b batch, f feature, t class, c channel, h height, w width, d depth.
 A view wraps one graph variable in its base layout; ``view.get(layout, dtype)``
 returns a variable in the requested layout, built from view ops (permutes,
-selects and squeezes are zero-copy; a merge into 'bf' is a view when the data
-is contiguous and a copy otherwise) followed by a cast when the dtype differs.
+selects and squeezes are zero-copy; a merge into 'bf' is a view when the merged
+axes are adjacent in memory and a copy otherwise) followed by a cast when the
+dtype differs.
 Each conversion is compiled by :func:`graphview.rearrange.rearrange` and cached
 per (layout, dtype), so asking twice gives the same variable. Gradients need no
 code here: each conversion is an op with a gradient rule, and autodiff sums the

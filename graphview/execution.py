@@ -94,7 +94,8 @@ class Plan:
                         values[i] = None
             except GraphviewError as error:
                 # ``out`` is still the slot of the step that raised: name its op and node.
-                raise _named(error, self._step_writing[out].node) from None
+                _named(error, self._step_writing[out].node)
+                raise
         result = {}
         for name in self.outputs:
             array = values[self.slots[name]]
@@ -113,7 +114,8 @@ class Plan:
             try:
                 output = step.direct(*inputs)
             except GraphviewError as error:
-                raise _named(error, step.node) from None
+                _named(error, step.node)
+                raise
             values[step.out] = output
             for listener in listeners:
                 listener.post_op(context, step.node, inputs, [output])
@@ -122,15 +124,11 @@ class Plan:
 
 
 def _named(error, node):
-    """``error`` (same type) with the op and node that raised it in front of its message."""
+    """Put the op and node that raised ``error`` in front of its message, in place: the error keeps
+    its type, its other arguments and attributes, and its traceback."""
     prefix = f"{node.op} {node.name!r}"
-    message = str(error)
-    if message.startswith(prefix):
-        return error
-    try:
-        return type(error)(f"{prefix}: {message}")
-    except Exception:       # an error class with a constructor of its own: keep it as it is
-        return error
+    if error.args and isinstance(error.args[0], str) and not error.args[0].startswith(prefix):
+        error.args = (f"{prefix}: {error.args[0]}",) + error.args[1:]
 
 
 def copy_array(array):

@@ -306,20 +306,22 @@ def contiguity(x):
     return None
 
 
-def _static_view_contiguity(shape, entries, probes=(5, 7)):
+def _static_view_contiguity(shape, entries):
     """Whether the view ``entries`` select of a C-contiguous array of ``shape`` is C-contiguous, tried
-    on stand-ins whose unknown sizes are each of ``probes`` (no memory: zero-size buffer, real strides);
-    None when the answer differs between them or a stand-in cannot take the view."""
+    on stand-ins (no memory: a one-element buffer with real strides) whose unknown sizes exceed every
+    start, end and stride in the descriptors, so that a stride keeps more than one element; None when
+    the stand-ins disagree or cannot take the view."""
     import math
     import numpy as np
     from graphview.ops.view import apply_view
+    largest = max((abs(value) for entry in entries for value in entry), default=0)
     answers = set()
-    for probe in probes:
+    for probe in (largest + 2, 2 * largest + 5):
         sizes = tuple(probe if d is None else d for d in shape)
         strides = tuple(8 * math.prod(sizes[i + 1:]) for i in range(len(sizes)))
-        stand_in = np.lib.stride_tricks.as_strided(np.zeros(1), sizes, strides, writeable=False)
         try:
+            stand_in = np.lib.stride_tricks.as_strided(np.zeros(1), sizes, strides, writeable=False)
             answers.add(bool(apply_view(stand_in, entries).flags.c_contiguous))
-        except (GraphviewError, IndexError, ValueError):
+        except (GraphviewError, IndexError, ValueError, OverflowError):
             return None
     return answers.pop() if len(answers) == 1 else None

@@ -43,6 +43,8 @@ class OpDef:
     family: str = "custom"
     doc: str = ""
     attrs_doc: dict = field(default_factory=dict)
+    # The inputs and attributes the shape rule's signature declares (None when it cannot be read).
+    arity: Optional["Arity"] = None
 
     @property
     def has_gradient(self):
@@ -124,7 +126,7 @@ def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
         name=name, shape=shape, kernel=kernel, dtype=dtype, vjp=vjp, inplace=inplace,
         view=view, differentiable=True if vjp is not None and differentiable is None else differentiable,
         promote=promote, promote_inputs=promote_inputs, accepts=accepts, samples=samples,
-        reference=reference, family=family, doc=doc or (kernel.__doc__ or "").strip())
+        reference=reference, family=family, doc=doc or (kernel.__doc__ or "").strip(), arity=rule)
     _REGISTRY[name] = definition
     op = Op(definition)
     _CALLABLES[name] = op
@@ -150,7 +152,6 @@ class Arity:
         return f"{count} input{'' if count == 1 else 's'}" + (f" ({', '.join(self.inputs)})" if self.inputs else "")
 
 
-@functools.lru_cache(maxsize=None)
 def _arity_of_rule(rule):
     try:
         parameters = list(inspect.signature(rule).parameters.values())
@@ -178,7 +179,7 @@ def _arity_of_rule(rule):
 
 def arity(definition):
     """The inputs and attributes ``definition``'s shape rule takes (None if it cannot be read)."""
-    return _arity_of_rule(definition.shape)
+    return definition.arity
 
 
 def check_call(definition, count, attribute_names):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import graphview as gv
+from graphview import registry
 from graphview.execution import executor_of
 from kernels import elementwise
 
@@ -246,3 +247,27 @@ def test_explain_describes_each_step():
     text = g.explain(["y"])
     assert "y" in text and "exp" in text and "test_record" in text
     assert "z" not in text.split("\n", 1)[1]
+
+
+def test_a_run_time_error_keeps_its_object_and_gains_the_op_and_node():
+    class CodedError(gv.GraphviewError):
+        def __init__(self, message, code=None):
+            super().__init__(message)
+            self.code = code
+
+    def refuse(x, out):
+        raise CodedError("negative first element", code=42)
+
+    name = "test_coded_refusal"
+    try:
+        op = gv.defop(name, shape=lambda x: x, kernel=refuse, differentiable=False)
+        g = gv.Graph()
+        y = op(g.constant("a", np.ones(2)), name="y")
+        for listeners in (None, [gv.ProfilingListener()]):
+            with pytest.raises(CodedError, match=f"^{name} 'y': negative first element$") as caught:
+                g.output({}, [y], listeners=listeners)
+            assert caught.value.code == 42
+            assert any(entry.name == "refuse" for entry in caught.traceback)
+    finally:
+        registry._REGISTRY.pop(name, None)
+        registry._CALLABLES.pop(name, None)

@@ -301,3 +301,15 @@ def test_a_merge_of_a_strided_view_is_a_copy_and_explain_says_so():
     values = g.output({"images": data}, [cropped, rows])
     np.testing.assert_array_equal(values[cropped.name], data[:, 2:6, 2:6, :].reshape(4, -1))
     np.testing.assert_array_equal(values[rows.name], data[1:3].reshape(2, -1))
+
+
+def test_a_strided_view_on_an_unknown_axis_is_never_taken_for_contiguous():
+    g = gv.Graph()
+    x = g.placeholder("x", (None, 3))
+    every_eighth = gv.rearrange(g.create_view(x, gv.interval(0, 100, 8)), "a b -> (a b)")
+    leading = gv.rearrange(g.create_view(x, gv.interval(0, 100, 1)), "a b -> (a b)")
+    assert every_eighth.op == "merge_axes_copy" and leading.op == "merge_axes"
+    data = np.arange(60.0).reshape(20, 3)
+    values = g.output({"x": data}, [every_eighth, leading])
+    np.testing.assert_array_equal(values[every_eighth.name], data[0:100:8].reshape(-1))
+    np.testing.assert_array_equal(values[leading.name], data.reshape(-1))

@@ -99,3 +99,30 @@ def test_integer_shape_entries_of_any_integer_type_are_accepted(g):
     assert g.shape.reshape(b, np.int32(6)).shape == (6,)
     assert g.random.normal((np.int64(2), 2)).shape == (2, 2)
     assert g.shape.permute(g.placeholder("m", (2, 3)), np.int64(1), 0).shape == (3, 2)
+
+
+def test_a_shape_rule_may_be_any_callable_even_an_unhashable_one():
+    from dataclasses import dataclass
+
+    @dataclass
+    class Tile:
+        reps: int
+
+        def __call__(self, x):
+            return (x[0] * self.reps,) + tuple(x[1:])
+
+    def tile_kernel(x, out):
+        for r in range(out.shape[0] // x.shape[0]):
+            out[r * x.shape[0]:(r + 1) * x.shape[0]] = x
+
+    name = "test_tile3"
+    try:
+        tile = gv.defop(name, shape=Tile(3), kernel=tile_kernel, differentiable=False)
+        g = gv.Graph()
+        y = tile(g.constant("a", np.array([1.0, 2.0])))
+        np.testing.assert_array_equal(g.output({}, [y])[y.name], [1, 2, 1, 2, 1, 2])
+        with pytest.raises(gv.OpArgumentError, match="test_tile3 takes 1 input"):
+            tile(g.constant("b", np.ones(2)), g.constant("c", np.ones(2)))
+    finally:
+        registry._REGISTRY.pop(name, None)
+        registry._CALLABLES.pop(name, None)

@@ -270,3 +270,12 @@ def test_scatter_add_checks_the_values_shape_and_index_dtype_when_built():
         scatter_add(g.constant("v", np.ones((3, 2))), np.array([0, 1]), like, axis=0)
     with pytest.raises(gv.DTypeError, match="int32 or int64"):
         scatter_add(g.constant("w", np.ones((1, 2))), np.array([0.0]), like, axis=0)
+
+
+def test_gather_takes_its_axis_by_position_or_by_name():
+    g = gv.Graph()
+    x = g.constant("x", np.arange(12.0).reshape(4, 3))
+    by_position, by_name = g.shape.gather(x, np.array([2, 0]), 1), g.shape.gather(x, np.array([2, 0]), axis=1)
+    values = g.output({}, [by_position, by_name])
+    np.testing.assert_array_equal(values[by_position.name], np.arange(12.0).reshape(4, 3)[:, [2, 0]])
+    np.testing.assert_array_equal(values[by_name.name], values[by_position.name])

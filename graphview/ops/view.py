@@ -342,10 +342,16 @@ def _gather_samples():
             Sample((x.astype(np.int64), np.zeros(0, np.int64)), {"axis": 0}, label="no indices", constant_inputs=(1,))]
 
 
-gather = defop("gather", shape=_gather_shape, kernel=_gather_kernel, dtype=_gather_dtype, vjp=_gather_vjp,
-               accepts=dtypes.ALL, samples=_gather_samples,
-               reference=lambda x, indices, axis=0: np.take(x, indices, axis=axis), family="shape",
-               namespace="shape", doc="x[..., indices, ...] along axis: the copying op for integer-array indices.")
+_gather = defop("gather", shape=_gather_shape, kernel=_gather_kernel, dtype=_gather_dtype, vjp=_gather_vjp,
+                accepts=dtypes.ALL, samples=_gather_samples,
+                reference=lambda x, indices, axis=0: np.take(x, indices, axis=axis), family="shape",
+                doc="x[..., indices, ...] along axis: the copying op for integer-array indices.")
+
+
+@public("shape")
+def gather(x, indices, axis=0, *, name=None):
+    """x[..., indices, ...] along axis (a copy): the op for integer-array indices."""
+    return _gather(x, indices, name=name, axis=axis)
 
 
 def _scatter_add_shape(values, indices, like, axis=0):

@@ -211,7 +211,7 @@ def _compile(x, left, right, sizes, where):
     # Which axes a merge can join without a copy: while the data is C-contiguous before the permute,
     # each axis covers a span of that contiguous layout, and adjacent spans merge as a view.
     contiguous = contiguity(current)
-    spans_of = [(p, p) for p in perm]
+    covers = [(p, p) for p in perm]
     if perm != tuple(range(len(perm))):
         current = step(current, "permute", [dims[p] for p in perm], perm=perm)
         dims = [dims[p] for p in perm]
@@ -225,19 +225,19 @@ def _compile(x, left, right, sizes, where):
         if width == 0:
             current = step(current, "expand_dims", dims[:start] + [None] + dims[start:], axis=start)
             dims.insert(start, None)
-            spans_of.insert(start, None)
+            covers.insert(start, None)
         elif isinstance(item, tuple) and width > 1:
             merged = dimmath.product(dims[start:start + width]) if None not in dims[start:start + width] else None
             new_dims = dims[:start] + [merged] + dims[start + width:]
-            group = spans_of[start:start + width]
+            group = covers[start:start + width]
             view = bool(contiguous) and None not in group and all(a[1] + 1 == b[0] for a, b in zip(group, group[1:]))
             current = step(current, "merge_axes" if view else "merge_axes_copy", new_dims,   # unknown: copy
                            start=start, stop=start + width)
             dims = new_dims
             if view:
-                spans_of[start:start + width] = [(group[0][0], group[-1][1])]
+                covers[start:start + width] = [(group[0][0], group[-1][1])]
             else:   # the copy is C-contiguous in the current order
-                contiguous, spans_of = True, [(i, i) for i in range(len(dims))]
+                contiguous, covers = True, [(i, i) for i in range(len(dims))]
     return current
 
 

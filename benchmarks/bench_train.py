@@ -45,16 +45,23 @@ def timed(step, steps, repeats, warmup=20):
     return statistics.median(means)
 
 
+def graphview_model(name, dtype, params):
+    """The MLP as a graphview graph whose loss is set: x -> relu(x w1 + b1) w2 + b2 -> cross-entropy."""
+    import graphview as gv
+    g = gv.Graph(name)
+    xs = g.placeholder("x", (None, FEATURES), dtype)
+    ys = g.placeholder("y", (None,), "int64")
+    v = {key: g.var(key, value) for key, value in params.items()}
+    logits = g.nn.relu(xs @ v["w1"] + v["b1"]) @ v["w2"] + v["b2"]
+    g.set_loss(g.loss.softmax_cross_entropy(logits, ys, name="loss"))
+    return g
+
+
 def graphview_step(dtype):
     import graphview as gv
     from graphview.training.step import GradientStep
     x, y, params = problem(dtype)
-    g = gv.Graph("bench")
-    xs = g.placeholder("x", (None, FEATURES), dtype)
-    ys = g.placeholder("y", (None,), "int64")
-    v = {name: g.var(name, value) for name, value in params.items()}
-    logits = g.nn.relu(xs @ v["w1"] + v["b1"]) @ v["w2"] + v["b2"]
-    g.set_loss(g.loss.softmax_cross_entropy(logits, ys, name="loss"))
+    g = graphview_model("bench", dtype, params)
     gradients = GradientStep(g, list(params))
     updater = gv.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM)
     feeds = {"x": x, "y": y}
@@ -70,12 +77,7 @@ def graphview_fit_step(dtype):
     """The same step through g.fit (pipeline batches, history, hooks): one epoch of 20 batches per call."""
     import graphview as gv
     x, y, params = problem(dtype)
-    g = gv.Graph("bench-fit")
-    xs = g.placeholder("x", (None, FEATURES), dtype)
-    ys = g.placeholder("y", (None,), "int64")
-    v = {name: g.var(name, value) for name, value in params.items()}
-    logits = g.nn.relu(xs @ v["w1"] + v["b1"]) @ v["w2"] + v["b2"]
-    g.set_loss(g.loss.softmax_cross_entropy(logits, ys, name="loss"))
+    g = graphview_model("bench-fit", dtype, params)
     batches = 20
     data = gv.data.ArrayDataSet({"x": np.tile(x, (batches, 1))}, {"y": np.tile(y, batches)}) >> gv.data.Batch(BATCH)
     cached = list(data)

@@ -22,3 +22,17 @@ def forgetful_add():
     yield op
     registry._REGISTRY.pop(name, None)
     registry._CALLABLES.pop(name, None)
+
+
+@pytest.fixture
+def run_in_threads():
+    """``run(work, count=4)``: call ``work(seed)`` for seeds 0..count-1 on as many threads at once, and wait."""
+    import threading
+
+    def run(work, count=4):
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return run

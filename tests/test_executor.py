@@ -1,5 +1,4 @@
 """The executor: cached pruned plans, placeholder validation, memory, output ownership, threads."""
-import threading
 import tracemalloc
 
 import numpy as np
@@ -218,7 +217,7 @@ def test_outputs_are_owned_by_the_caller():
     np.testing.assert_array_equal(again["total"], np.arange(3.0))
 
 
-def test_two_threads_running_one_graph_get_their_own_results():
+def test_two_threads_running_one_graph_get_their_own_results(run_in_threads):
     g = gv.Graph()
     x = g.placeholder("x", (None, 4))
     w = g.var("w", np.linspace(-1, 1, 8).reshape(4, 2))
@@ -234,11 +233,7 @@ def test_two_threads_running_one_graph_get_their_own_results():
             if not np.allclose(result, expected, rtol=1e-12, atol=1e-12):
                 failures.append(seed)
 
-    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(work)
     assert failures == []
 
 

@@ -1,5 +1,4 @@
 """In-place ops through views: NumPy equivalence, reader ordering, copies, copy-on-write and gradients."""
-import threading
 import tracemalloc
 
 import numpy as np
@@ -166,7 +165,7 @@ def test_the_write_costs_the_view_not_the_base():
     assert peak < 1.1 * feed.nbytes, f"peak {peak / feed.nbytes:.2f} bases"
 
 
-def test_threads_running_an_in_place_graph_do_not_interfere():
+def test_threads_running_an_in_place_graph_do_not_interfere(run_in_threads):
     g = gv.Graph()
     x, t = intermediate(g, (50,))
     t2 = g.add_(t[::3], 1.0)
@@ -181,11 +180,7 @@ def test_threads_running_an_in_place_graph_do_not_interfere():
             if not np.array_equal(t2.eval({"x": value}), expected):
                 failures.append(seed)
 
-    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(work)
     assert failures == []
 
 

@@ -9,7 +9,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed-run: $(BIN)/python setup.cfg pyproject.toml
+$(VENV)/.installed-run: $(BIN)/python setup.cfg pyproject.toml build_backend/graphview_build.py
 	$(BIN)/python -m pip install --quiet -e ".[examples,plot]"
 	touch $@
 

@@ -30,8 +30,8 @@ from graphview.registry import get as get_op
 from graphview.shapes import format_shape
 from graphview.variable import Kind
 
-from kernels import elementwise
-from kernels.launch import flat_broadcast
+from graphview_kernels import elementwise
+from graphview_kernels.launch import flat_broadcast
 
 MAX_PLANS = 64
 

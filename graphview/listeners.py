@@ -16,7 +16,7 @@ import numpy as np
 from graphview.errors import InplaceModificationError
 from graphview.registry import get as get_op
 from graphview.shapes import format_shape
-from kernels import checksum
+from graphview_kernels import checksum
 
 CREATE_VIEW = "create_view"
 

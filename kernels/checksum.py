@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 from numba.extending import register_jitable
 
-from kernels.threads import PARALLEL_THRESHOLD, WORKERS, pool
+from .threads import PARALLEL_THRESHOLD, WORKERS, pool
 
 BLOCK = 1024
 

@@ -28,8 +28,8 @@ from numba import njit
 from numba.core import types
 from numba.extending import intrinsic, register_jitable
 
-from kernels.launch import Elementwise
-from kernels.threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD
+from .launch import Elementwise
+from .threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 

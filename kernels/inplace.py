@@ -13,8 +13,8 @@ import numpy as np
 from numba import njit
 from numba.extending import register_jitable
 
-from kernels import elementwise
-from kernels.threads import STREAMING_THRESHOLD, WORKERS, chunks, pool
+from . import elementwise
+from .threads import STREAMING_THRESHOLD, WORKERS, chunks, pool
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 

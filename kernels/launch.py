@@ -6,7 +6,7 @@ chunks) and never computes an element itself; the kernels live in
 """
 import numpy as np
 
-from kernels.threads import WORKERS, chunks, pool
+from .threads import WORKERS, chunks, pool
 
 
 class Elementwise:

@@ -8,7 +8,7 @@ along contiguous rows, so float32 sums are more accurate than NumPy's.
 import numpy as np
 from numba import njit
 
-from kernels.threads import PARALLEL_THRESHOLD, WORKERS, chunks, pool
+from .threads import PARALLEL_THRESHOLD, WORKERS, chunks, pool
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 BLOCK = 128

@@ -7,7 +7,7 @@ import pytest
 import graphview as gv
 from graphview import registry
 from graphview.execution import executor_of
-from kernels import elementwise
+from graphview_kernels import elementwise
 
 CALLS = []
 

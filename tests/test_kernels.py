@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from kernels import elementwise, inplace
+from graphview_kernels import elementwise, inplace
 
 
 def ulps(result, reference):

@@ -9,7 +9,7 @@ from hypothesis import given, strategies as st
 import graphview as gv
 from graphview import registry
 from graphview.testing import strided, transposed
-from kernels import checksum
+from graphview_kernels import checksum
 
 
 def _bump_first_then_copy(x, out):

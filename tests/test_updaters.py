@@ -6,7 +6,7 @@ import pytest
 
 import graphview as gv
 from graphview.training import SGD, Adam, AdamW, RMSProp, CosineDecay, ExponentialDecay, StepDecay
-from kernels import updaters as kernels
+from graphview_kernels import updaters as kernels
 
 
 def graph_with(value, dtype="float64"):

@@ -15,7 +15,7 @@ from graphview.errors import ShapeError
 from graphview.registry import defop
 from graphview.shapes import normalize_axis
 from graphview.testing import Sample, strided, transposed
-from kernels.elementwise import copy as copy_kernel
+from graphview_kernels.elementwise import copy as copy_kernel
 
 
 def _merged_shape(x, start, stop):

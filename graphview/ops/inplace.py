@@ -17,7 +17,7 @@ from graphview.registry import defop
 from graphview.shapes import broadcast_shapes, format_shape
 from graphview.testing import Sample, transposed
 from graphview.variable import Variable
-from kernels import elementwise, inplace as kernels
+from graphview_kernels import elementwise, inplace as kernels
 
 
 def _views(base, entries_chain, arrays):

@@ -8,7 +8,7 @@ from graphview.errors import ShapeError
 from graphview.registry import defop, public
 from graphview.shapes import broadcast_shapes, format_shape
 from graphview.testing import Sample, transposed
-from kernels import linalg as kernels
+from graphview_kernels import linalg as kernels
 from graphview.ops.shape import _permute, contiguous, reduce_to
 
 

@@ -7,7 +7,7 @@ from graphview.registry import defop, public
 from graphview.shapes import format_shape
 from graphview.testing import Sample, transposed
 from graphview.ops.shape import contiguous
-from kernels import nn as kernels
+from graphview_kernels import nn as kernels
 
 
 def check_labels(op, labels, classes):

@@ -23,8 +23,8 @@ from graphview.layouts import table
 from graphview.registry import defop
 from graphview.shapes import format_shape, normalize_axes, normalize_axis
 from graphview.testing import Sample, transposed
-from kernels import masked as kernels
-from kernels.elementwise import copy as copy_kernel
+from graphview_kernels import masked as kernels
+from graphview_kernels.elementwise import copy as copy_kernel
 
 MODES = {"masked_sum": kernels.SUM, "masked_mean": kernels.MEAN, "masked_max": kernels.MAX,
          "masked_min": kernels.MIN, "masked_logsumexp": kernels.LOGSUMEXP, "masked_count": kernels.COUNT}

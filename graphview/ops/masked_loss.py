@@ -13,8 +13,8 @@ from graphview.ops.masked import _check_axes, _lengths_dtype, canonical, checked
 from graphview.registry import defop
 from graphview.shapes import format_shape
 from graphview.testing import Sample
-from kernels import masked as kernels
-from kernels.elementwise import copy as copy_kernel
+from graphview_kernels import masked as kernels
+from graphview_kernels.elementwise import copy as copy_kernel
 
 
 # --- softmax cross-entropy over padded sequences ------------------------------------------------

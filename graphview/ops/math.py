@@ -11,7 +11,7 @@ from graphview import dtypes
 from graphview.registry import defop, public
 from graphview.shapes import broadcast_shapes
 from graphview.testing import Sample, elementwise_samples, transposed
-from kernels import elementwise as kernels
+from graphview_kernels import elementwise as kernels
 
 
 # One shape rule per arity, with named inputs, so that building an op checks the

@@ -8,10 +8,10 @@ from graphview.testing import Sample, transposed
 from graphview.ops.math import elementwise, mul, sub, exp, square, unary_samples
 from graphview.ops.reduce import sum as reduce_sum, three_axis_view
 from graphview.ops.shape import contiguous
-from kernels import elementwise as elementwise_kernels
-from kernels.elementwise import copy as copy_kernel
-from kernels import nn as kernels
-from kernels import random as random_kernels
+from graphview_kernels import elementwise as elementwise_kernels
+from graphview_kernels.elementwise import copy as copy_kernel
+from graphview_kernels import nn as kernels
+from graphview_kernels import random as random_kernels
 
 
 def _erf_reference(x):

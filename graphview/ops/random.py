@@ -14,7 +14,7 @@ from graphview import dtypes
 from graphview.errors import ShapeError
 from graphview.registry import defop, public
 from graphview.testing import Sample
-from kernels import random as kernels
+from graphview_kernels import random as kernels
 
 MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 

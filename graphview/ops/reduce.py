@@ -14,8 +14,8 @@ from graphview.errors import ShapeError
 from graphview.registry import defop, public
 from graphview.shapes import normalize_axes
 from graphview.testing import Sample, transposed
-from kernels import reduce as kernels
-from kernels.elementwise import copy as copy_kernel
+from graphview_kernels import reduce as kernels
+from graphview_kernels.elementwise import copy as copy_kernel
 
 
 def reduced_shape(shape, axis=None, keepdims=False, nonempty=False):

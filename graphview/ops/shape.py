@@ -16,7 +16,7 @@ from graphview.errors import ShapeError
 from graphview.registry import defop, public
 from graphview.shapes import broadcast_shapes, format_shape, known_size, normalize_axes, normalize_axis
 from graphview.testing import Sample, strided, transposed
-from kernels.elementwise import copy as copy_kernel
+from graphview_kernels.elementwise import copy as copy_kernel
 
 
 def _view_op(name, shape, kernel, vjp, samples, reference, doc, namespace=None, differentiable=None):
@@ -371,7 +371,7 @@ def _reduce_to_kernel(x, like, out):
     # With a None (batch) dim the node exists even when the run-time shapes are equal;
     # summing over no axes walked every element as its own row (~0.9 ms for 256x128), a copy is enough.
     if x.shape == out.shape:
-        from kernels.elementwise import copy
+        from graphview_kernels.elementwise import copy
         copy(x, out)
         return
     _sum_kernel(x, out.reshape((1,) * (x.ndim - out.ndim) + out.shape), axis=_broadcast_axes(x.shape, like.shape),

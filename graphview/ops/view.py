@@ -20,8 +20,8 @@ from graphview.registry import defop, default_graph, public
 from graphview.shapes import format_shape, normalize_axis
 from graphview.testing import Sample, transposed
 from graphview.variable import Kind, Variable
-from kernels import indexing as kernels
-from kernels.elementwise import copy as copy_kernel
+from graphview_kernels import indexing as kernels
+from graphview_kernels.elementwise import copy as copy_kernel
 
 DYNAMIC = "dynamic"
 

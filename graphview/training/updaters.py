@@ -16,7 +16,7 @@ import numpy as np
 from graphview.errors import GraphviewError, ShapeError
 from graphview.training.schedules import as_schedule
 from graphview.variable import Kind
-from kernels import updaters as kernels
+from graphview_kernels import updaters as kernels
 
 _EMPTY = {np.dtype(np.float32): np.empty(0, np.float32), np.dtype(np.float64): np.empty(0, np.float64)}
 

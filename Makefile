@@ -25,7 +25,7 @@ run: $(VENV)/.installed-run
 	$(BIN)/graphview gradcheck examples/regression.py:build --fast
 	$(BIN)/python examples/views_inplace.py
 	$(BIN)/python examples/layouts.py
-	$(BIN)/python examples/train_digits.py
+	$(BIN)/python examples/train_digits.py --out out
 
 test: $(VENV)/.installed-test
 	$(BIN)/graphview adr check

@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 
 from graphview import dtypes
-from graphview.errors import DTypeError, GraphviewError, ShapeError
+from graphview.errors import DTypeError, GraphviewError, PlaceholderError, ShapeError, did_you_mean
 from graphview.registry import default_graph, get as get_op
 from graphview.shapes import format_shape
 from graphview.variable import Kind, Variable
@@ -35,6 +35,8 @@ class GradientGraph:
         self.losses = losses
         self.wrt = wrt
         self.gradients = gradients
+        needed = _ancestors(graph, [gradients[name].name for name in wrt])
+        self._placeholders = [node for node in graph.nodes() if node.kind is Kind.PLACEHOLDER and node.name in needed]
 
     def run(self, placeholders, listeners=None, mode="gradients", check_shapes=True):
         """``{wrt name: gradient array}`` for the given placeholder values.
@@ -46,6 +48,12 @@ class GradientGraph:
         """
         from graphview.execution import executor_of
         feeds = _feeds_for(self.forward, self.graph, placeholders)
+        for node in self._placeholders:
+            # Checked here, not by the executor, so the message names the user's gradients, not internal nodes.
+            if node.name not in feeds:
+                raise PlaceholderError(
+                    f"missing placeholder {node.name!r} ({format_shape(node.shape)} {node.dtype.name}), needed for "
+                    f"the gradient of {' + '.join(map(repr, self.losses))} with respect to {', '.join(map(repr, self.wrt))}")
         names = [self.gradients[name].name for name in self.wrt]
         listeners = list(self.forward.listeners) + list(listeners or ())
         values = executor_of(self.graph).run(feeds, names, listeners, mode=mode)
@@ -209,14 +217,14 @@ def _sum(grads):
 
 def _feeds_for(forward, graph, placeholders):
     """The placeholder values the gradient graph needs, after checking every name against the forward graph."""
-    from graphview.errors import PlaceholderError
     if not isinstance(placeholders, dict):
         raise PlaceholderError(f"placeholders must be a dict of name to array, not {type(placeholders).__name__}")
     feeds = {}
     for name, value in placeholders.items():
         if name not in forward:
-            known = ", ".join(n.name for n in forward.nodes() if n.kind is Kind.PLACEHOLDER) or "none"
-            raise PlaceholderError(f"unknown placeholder {name!r}; the graph's placeholders are: {known}")
+            known = [n.name for n in forward.nodes() if n.kind is Kind.PLACEHOLDER]
+            raise PlaceholderError(f"unknown placeholder {name!r}{did_you_mean(name, known)}; "
+                                   f"the graph's placeholders are: {', '.join(known) or 'none'}")
         if forward.node(name).kind is not Kind.PLACEHOLDER:
             raise PlaceholderError(f"{name!r} is a {forward.node(name).kind}, not a placeholder; it cannot be fed")
         if name in graph:

@@ -3,7 +3,8 @@
 Two dims are equal only when they are the same object, were explicitly declared
 the same (``a.declare_same_as(b)``), or are derived by the same arithmetic from
 equal dims. Names are for people: two dims called "time" are different dims
-(matching by name was RETURNN's long-standing source of bugs).
+(matching by name was RETURNN's long-standing source of bugs), and messages tell
+them apart: the second dim made with a name prints as ``Dim('time'#2, None)``.
 
 Arithmetic is memoized (``a * b is a * b``) and non-commutative (``a * b != b * a``:
 merging h then w is not merging w then h). Simple identities are undone:
@@ -21,6 +22,11 @@ from graphview.errors import GraphviewError, ShapeError
 
 KINDS = (None, "batch", "spatial", "feature")
 
+# How many dims of each name were made: the n-th dim called "time" prints as time#2, time#3, ... so two
+# distinct dims never read the same in a message; the first keeps its bare name.
+_ORDINALS = {}
+_ORDINALS_LOCK = threading.Lock()
+
 
 class DimError(GraphviewError, ValueError):
     """A dim used where it does not fit: unknown axis, ambiguous axis, mismatched sizes."""
@@ -29,7 +35,7 @@ class DimError(GraphviewError, ValueError):
 class Dim:
     """A dimension tag: a name, a static size (or None for dynamic) and a kind."""
 
-    __slots__ = ("name", "size", "kind", "_same", "_derived", "__weakref__")
+    __slots__ = ("name", "size", "kind", "_same", "_derived", "_ordinal", "__weakref__")
 
     def __init__(self, name, size=None, kind=None):
         if not isinstance(name, str) or not name:
@@ -45,6 +51,8 @@ class Dim:
         self.kind = kind
         self._same = None      # the dim this one was declared the same as (union-find parent)
         self._derived = None   # (operation, left, right) for dims made by arithmetic
+        with _ORDINALS_LOCK:
+            self._ordinal = _ORDINALS[name] = _ORDINALS.get(name, 0) + 1
 
     # --- identity ------------------------------------------------------------------
 
@@ -107,10 +115,11 @@ class Dim:
 
     def __repr__(self):
         kind = f", kind={self.kind!r}" if self.kind else ""
-        return f"Dim({self.name!r}, {self.size!r}{kind})"
+        number = f"#{self._ordinal}" if self._ordinal > 1 else ""
+        return f"Dim({self.name!r}{number}, {self.size!r}{kind})"
 
     def __str__(self):
-        return self.name
+        return self.name if self._ordinal == 1 else f"{self.name}#{self._ordinal}"
 
     def __index__(self):
         raise DimError(f"{self!r} is a dim, not an axis number; pass it to an op's axis argument, "

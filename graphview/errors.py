@@ -1,4 +1,5 @@
 """Every error graphview raises derives from GraphviewError."""
+import difflib
 
 
 class GraphviewError(Exception):
@@ -43,3 +44,23 @@ class ExecutionError(GraphviewError, RuntimeError):
 
 class OpArgumentError(GraphviewError, TypeError):
     """An op called with the wrong number of inputs or an attribute it does not take."""
+
+
+class TrainingError(GraphviewError, RuntimeError):
+    """Training that cannot go on: the loss became NaN or infinite.
+
+    ``iteration`` is the failed step (counted from 1, as ``ctx.iteration``),
+    ``epoch`` its epoch (from 0, as ``ctx.epoch``) and ``loss`` the loss it gave.
+    """
+
+    def __init__(self, message, iteration=None, epoch=None, loss=None):
+        super().__init__(message)
+        self.iteration, self.epoch, self.loss = iteration, epoch, loss
+
+
+def did_you_mean(name, candidates):
+    """``" (did you mean 'x'?)"``: the candidates closest to an unknown ``name``, or ``""`` when none is close."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in candidates], n=3)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"

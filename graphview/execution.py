@@ -25,7 +25,7 @@ import threading
 
 import numpy as np
 
-from graphview.errors import DTypeError, PlaceholderError, ShapeError, GraphviewError
+from graphview.errors import DTypeError, PlaceholderError, ShapeError, GraphviewError, did_you_mean
 from graphview.registry import get as get_op
 from graphview.shapes import format_shape
 from graphview.variable import Kind
@@ -194,8 +194,9 @@ class Executor:
             raise PlaceholderError(f"placeholders must be a dict of name to array, not {type(placeholders).__name__}")
         for name in placeholders:
             if name not in graph:
-                known = ", ".join(n.name for n in graph.nodes() if n.kind is Kind.PLACEHOLDER) or "none"
-                raise PlaceholderError(f"unknown placeholder {name!r}; the graph's placeholders are: {known}")
+                known = [n.name for n in graph.nodes() if n.kind is Kind.PLACEHOLDER]
+                raise PlaceholderError(f"unknown placeholder {name!r}{did_you_mean(name, known)}; "
+                                       f"the graph's placeholders are: {', '.join(known) or 'none'}")
             if graph.node(name).kind is not Kind.PLACEHOLDER:
                 raise PlaceholderError(f"{name!r} is a {graph.node(name).kind}, not a placeholder; it cannot be fed")
         feeds = {}

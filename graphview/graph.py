@@ -13,7 +13,7 @@ import numpy as np
 
 from graphview import dtypes
 from graphview.errors import (DTypeError, GraphviewError, NameConflictError, ShapeError,
-                              UnknownNameError)
+                              UnknownNameError, did_you_mean)
 from graphview.registry import Namespace
 from graphview.shapes import format_shape
 from graphview.variable import Kind, Node, Variable
@@ -66,7 +66,8 @@ class Graph:
         try:
             return self._nodes[name]
         except KeyError:
-            raise UnknownNameError(f"graph {self.name!r} has no variable named {name!r}") from None
+            raise UnknownNameError(f"graph {self.name!r} has no variable named {name!r}"
+                                   f"{did_you_mean(name, self._order)}") from None
 
     def __contains__(self, name):
         return name in self._nodes

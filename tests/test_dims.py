@@ -1,4 +1,6 @@
 """gv.Dim: identity equality, explicit sameness, memoized non-commutative arithmetic, dims on graphs."""
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -122,7 +124,10 @@ def test_placeholder_dims_errors():
 def test_a_name_alone_never_finds_an_axis():
     g, seq, time, feature = _sequence_graph()
     impostor = gv.Dim("time")
-    with pytest.raises(gv.DimError, match="Dim\\('time', None\\) is not an axis of 'seq'.*\\(batch, time, feature\\)"):
+    # Both dims are called "time"; the message tells them apart (Dim('time'#2, None) against time).
+    told_apart = f"{re.escape(repr(impostor))} is not an axis of 'seq'.*\\(batch, {re.escape(str(time))}, "
+    assert repr(impostor).startswith("Dim('time'#") and str(impostor) != str(time)
+    with pytest.raises(gv.DimError, match=told_apart):
         g.math.sum(seq, axis=impostor)
     impostor.declare_same_as(time)
     assert g.math.sum(seq, axis=impostor).op == "masked_sum"

@@ -107,7 +107,7 @@ def subset_dims(x, part, label, take):
 
 
 def _describe(dims):
-    return "(" + ", ".join("?" if d is None else d.name for d in dims) + ")"
+    return "(" + ", ".join("?" if d is None else str(d) for d in dims) + ")"
 
 
 def lengths_of(graph, dim):

@@ -114,11 +114,12 @@ def masked_softmax(x, lengths, out, log):
                 if not log:
                     out[b, t, r] = e
         if log:
+            # (x - max) - log(sum), not x - (max + log(sum)): see kernels.nn.softmax_rows.
             for r in range(R):
-                total[r] = top[r] + np.log(total[r])
+                total[r] = np.log(total[r])
             for t in range(valid):
                 for r in range(R):
-                    out[b, t, r] = x[b, t, r] - total[r]
+                    out[b, t, r] = (x[b, t, r] - top[r]) - total[r]
         else:
             for t in range(valid):
                 for r in range(R):
@@ -176,7 +177,7 @@ def masked_cross_entropy(logits, labels, lengths, out, grad, want_grad):
                 for c in range(C):
                     acc += np.exp(logits[b, t, r, c] - top)
                 label = labels[b, t, r]
-                total += top + np.log(acc) - logits[b, t, r, label]
+                total += (top - logits[b, t, r, label]) + np.log(acc)
                 if want_grad:
                     for c in range(C):
                         grad[b, t, r, c] = np.exp(logits[b, t, r, c] - top) / acc / count

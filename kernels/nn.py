@@ -10,7 +10,9 @@ def _softmax_last_axis(x, out, log):
     """softmax_rows for inner == 1 (softmax over the last axis): one row at a time, in scalars.
 
     The max and the exponentials stay in x's precision (float32 uses expf, as NumPy
-    does for float32); the sum is accumulated in float64.
+    does for float32); the sum is accumulated in float64. Log-softmax is
+    (x - max) - log(sum), as in PyTorch: x - (max + log(sum)) would round the
+    shift to the max's precision and lose accuracy in proportion to the max.
     """
     outer, n = x.shape[0], x.shape[1]
     for o in range(outer):
@@ -29,9 +31,9 @@ def _softmax_last_axis(x, out, log):
             out[o, i, 0] = value
             total += value
         if log:
-            shift = top + np.log(total)
+            log_total = np.log(total)
             for i in range(n):
-                out[o, i, 0] = x[o, i, 0] - shift
+                out[o, i, 0] = (x[o, i, 0] - top) - log_total
         else:
             for i in range(n):
                 out[o, i, 0] = out[o, i, 0] / total
@@ -41,7 +43,8 @@ def _softmax_last_axis(x, out, log):
 def softmax_rows(x, out, log):
     """Softmax (or log-softmax when ``log``) along the middle axis, shifted by the max.
 
-    The inner axis is the innermost loop, so every pass reads memory in order
+    Log-softmax is (x - max) - log(sum), never x - (max + log(sum)) (see
+    _softmax_last_axis). The inner axis is the innermost loop, so every pass reads memory in order
     whichever axis is reduced.
     """
     outer, n, inner = x.shape
@@ -68,10 +71,10 @@ def softmax_rows(x, out, log):
                 total[k] += value
         if log:
             for k in range(inner):
-                top[k] += np.log(total[k])
+                total[k] = np.log(total[k])
             for i in range(n):
                 for k in range(inner):
-                    out[o, i, k] = x[o, i, k] - top[k]
+                    out[o, i, k] = (x[o, i, k] - top[k]) - total[k]
         else:
             for i in range(n):
                 for k in range(inner):
@@ -91,7 +94,8 @@ def softmax_cross_entropy(logits, labels, out):
         acc = 0.0
         for c in range(classes):
             acc += np.exp(logits[r, c] - top)
-        total += top + np.log(acc) - logits[r, labels[r]]
+        # (top - logit) + log(acc): the difference first, so a large max costs no accuracy.
+        total += (top - logits[r, labels[r]]) + np.log(acc)
     out[0] = total / rows if rows else np.nan
 
 

@@ -2,8 +2,9 @@
 
 Any reduction over one axis, or over adjacent axes, of a C-contiguous array is
 a reshape to (outer, n, inner) with no copy; the launcher moves non-adjacent
-axes together first. Sums accumulate in float64 (int64 for integers), pairwise
-along contiguous rows, so float32 sums are more accurate than NumPy's.
+axes together first. Sums accumulate in float64 (int64 for integer sums, float64
+for means of integers, as in NumPy), pairwise along contiguous rows, so float32
+sums are more accurate than NumPy's.
 """
 import numpy as np
 from numba import njit

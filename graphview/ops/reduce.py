@@ -9,8 +9,9 @@ import math
 
 import numpy as np
 
-from graphview import dtypes
+from graphview import attributes, dtypes
 from graphview.errors import ShapeError
+from graphview.layouts import table
 from graphview.registry import defop, public
 from graphview.shapes import normalize_axes
 from graphview.testing import Sample, transposed
@@ -46,15 +47,17 @@ def three_axis_view(x, axes):
     return x.reshape(outer, n, inner)
 
 
-def _accumulator_zero(dtype):
-    return np.float64(0) if dtypes.is_float(dtype) else np.int64(0)
+def _accumulator_zero(dtype, mean=False):
+    """The accumulator's zero: float64 for floats and for every mean (NumPy's mean of integers
+    accumulates in float64, so it cannot overflow), int64 for integer sums and products (as NumPy)."""
+    return np.float64(0) if mean or dtypes.is_float(dtype) else np.int64(0)
 
 
 def _sum_kernel(x, out, axis=None, keepdims=False, mean=False):
     axes = normalize_axes(axis, x.ndim)
     x3 = three_axis_view(x, axes)
     n = x3.shape[1]
-    zero = _accumulator_zero(x.dtype)
+    zero = _accumulator_zero(x.dtype, mean)
     scale = (1.0 / n if n else np.nan) if mean else zero + 1
     kernels.sum3(x3, out.reshape(x3.shape[0], x3.shape[2]), zero, scale)
 
@@ -152,8 +155,19 @@ def _prod_samples():
 
 
 def _logsumexp_vjp(g, out, x, axis=None, keepdims=False):
+    # The gradient is softmax(x). exp(x - out) alone is off when the entries are large: out is
+    # rounded to the precision of its magnitude (at 1e16, to 2). Shifted by out, the entries near
+    # the max are exact, and their own logsumexp (about 0, computed exactly) removes out's rounding.
     from graphview.ops.math import exp, mul, sub
-    return (mul(_expand_back(g, x, axis, keepdims), exp(sub(x, _expand_back(out, x, axis, keepdims)))),)
+    shifted = sub(x, _expand_back(out, x, axis, keepdims))
+    with table.unmasked():   # the plain op reduces over padding too; so does its gradient
+        weights = exp(sub(shifted, _logsumexp(shifted, axis=axis, keepdims=True)))
+    return (mul(_expand_back(g, x, axis, keepdims), weights),)
+
+
+# What every reduction takes: axis (None, an int or a tuple of them) and keepdims.
+REDUCTION_ATTRIBUTES = {"axis": attributes.Axis(many=True, none=True), "keepdims": attributes.Bool()}
+ARG_ATTRIBUTES = {"axis": attributes.Axis(none=True), "keepdims": attributes.Bool()}
 
 
 def _declare(name, kernel, reference, dtype, vjp, doc, accepts=dtypes.NUMERIC, promote=None, nonempty=False,
@@ -161,7 +175,7 @@ def _declare(name, kernel, reference, dtype, vjp, doc, accepts=dtypes.NUMERIC, p
     return defop(name, shape=lambda x, axis=None, keepdims=False: reduced_shape(x, axis, keepdims, nonempty),
                  kernel=kernel, dtype=dtype, vjp=vjp, accepts=accepts, promote=promote,
                  differentiable=vjp is not None, samples=samples or _reduction_samples(empty=not nonempty),
-                 reference=reference, family="reduce", doc=doc)
+                 reference=reference, family="reduce", doc=doc, attrs=REDUCTION_ATTRIBUTES)
 
 
 _sum = _declare("sum", _sum_kernel, lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims),
@@ -220,11 +234,11 @@ def _arg_samples():
 _argmax = defop("argmax", shape=_argmax_shape, kernel=_arg_kernel(1), dtype=lambda x, axis=None, keepdims=False: dtypes.INT64,
                 accepts=dtypes.NUMERIC, differentiable=False, samples=_arg_samples,
                 reference=lambda x, axis=None, keepdims=False: np.argmax(x, axis=axis, keepdims=keepdims),
-                family="reduce", doc="Index of the first maximum along axis (int64).")
+                family="reduce", doc="Index of the first maximum along axis (int64).", attrs=ARG_ATTRIBUTES)
 _argmin = defop("argmin", shape=_argmax_shape, kernel=_arg_kernel(-1), dtype=lambda x, axis=None, keepdims=False: dtypes.INT64,
                 accepts=dtypes.NUMERIC, differentiable=False, samples=_arg_samples,
                 reference=lambda x, axis=None, keepdims=False: np.argmin(x, axis=axis, keepdims=keepdims),
-                family="reduce", doc="Index of the first minimum along axis (int64).")
+                family="reduce", doc="Index of the first minimum along axis (int64).", attrs=ARG_ATTRIBUTES)
 
 
 def _reduction(op):

@@ -3,7 +3,7 @@ import importlib
 
 from graphview.errors import (DTypeError, ExecutionError, GraphFileError, GraphviewError, IndexDescriptorError,
                               InplaceModificationError, NameConflictError, OpArgumentError, PlaceholderError,
-                              ShapeError, UnknownNameError)
+                              ShapeError, TrainingError, UnknownNameError)
 from graphview.graph import Graph
 from graphview.variable import Kind, Variable
 
@@ -47,7 +47,7 @@ __all__ = [
     "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "ops", "Sample",
     "GraphviewError", "ShapeError", "DTypeError", "IndexDescriptorError", "InplaceModificationError",
     "GraphFileError", "NameConflictError", "UnknownNameError", "PlaceholderError", "ExecutionError", "OpArgumentError",
-    "indexing", "point", "interval", "all", "new_axis",
+    "TrainingError", "indexing", "point", "interval", "all", "new_axis",
     "Listener", "NonInplaceValidationListener", "ProfilingListener", "DebugListener",
     "check_gradients", "GradCheckReport", "op_coverage", "load",
     "data", "SGD", "Adam", "AdamW", "RMSProp", "TrainingConfig", "ScoreListener", "EarlyStoppingListener",

@@ -102,6 +102,11 @@ class Batch(Transformer):
         self.drop_last = drop_last
         self.pad, self.pad_value, self.fields = pad, pad_value, fields
 
+    @property
+    def batch_capable(self):
+        """Batches without padding can be sliced from arrays (padding needs each example's length)."""
+        return "batch" if self.pad is None and not self.fields else None
+
     def apply(self, items, epoch):
         group = []
         for item in items:

@@ -13,6 +13,7 @@ data set twice gives the same items in the same order.
 import numpy as np
 
 from graphview.data.sample import DataError, Sample
+from graphview.data.slicing import sliced_pipeline
 
 
 class DataSet:
@@ -37,6 +38,11 @@ class DataSet:
 
     def size_hint(self):
         """The number of items one pass gives, when known without iterating; else None."""
+        return None
+
+    def arrays(self):
+        """``(features, targets)``, dicts of arrays whose rows are the samples, when the data set is backed
+        by such arrays (so batches can be sliced from them, graphview/data/slicing.py); else None."""
         return None
 
 
@@ -74,6 +80,12 @@ class ArrayDataSet(DataSet):
     def iterate(self, epoch=0):
         return (self[i] for i in range(self._count))
 
+    def arrays(self):
+        columns = {**self.features, **self.labels}
+        if not all(isinstance(column, np.ndarray) for column in columns.values()):
+            return None         # lists of ragged examples are batched (and padded) sample by sample
+        return self.features, self.labels
+
 
 def _columns(fields, what):
     if not isinstance(fields, dict):
@@ -110,7 +122,26 @@ class TransformedDataSet(DataSet):
         self.transformer = transformer
 
     def iterate(self, epoch=0):
+        root, stages = self.pipeline()
+        sliced = sliced_pipeline(root.arrays(), stages)
+        if sliced is not None:
+            return sliced.iterate(epoch)
         return iter(self.transformer.apply(self.source.iterate(epoch), epoch))
+
+    def iterate_per_sample(self, epoch=0):
+        """The pass as ``iterate`` gives it, computed sample by sample (the reference for the sliced path)."""
+        if isinstance(self.source, TransformedDataSet):
+            items = self.source.iterate_per_sample(epoch)
+        else:
+            items = self.source.iterate(epoch)
+        return iter(self.transformer.apply(items, epoch))
+
+    def pipeline(self):
+        """``(source, stages)``: the data set at the root of this chain and every transformer after it, in order."""
+        root, stages = self.source, []
+        if isinstance(root, TransformedDataSet):
+            root, stages = root.pipeline()
+        return root, stages + self.transformer.parts()
 
     def __repr__(self):
         return f"{self.source!r} >> {self.transformer!r}"

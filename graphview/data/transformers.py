@@ -10,7 +10,18 @@ from graphview.data.sample import DataError, MiniBatch, Sample
 
 
 class Transformer:
-    """Base class: override ``apply(iterator, epoch)`` (or ``transform(item)`` for item-wise ones)."""
+    """Base class: override ``apply(iterator, epoch)`` (or ``transform(item)`` for item-wise ones).
+
+    ``batch_capable`` declares what the transformer does to a pipeline whose
+    source is backed by arrays, so that batches can be sliced from the arrays
+    instead of stacked from samples (graphview/data/slicing.py): ``None``, it
+    needs its items one by one; ``"reorder"``, it only reorders them and says
+    how with ``order(count, epoch)``; ``"elementwise"``, ``transform`` of a
+    MiniBatch equals the batch of ``transform`` of each of its samples;
+    ``"batch"``, it groups items into MiniBatches (``Batch`` without padding).
+    """
+
+    batch_capable = None
 
     def apply(self, items, epoch):
         """An iterator of transformed items; ``epoch`` lets seeded transformers vary per pass."""
@@ -18,6 +29,14 @@ class Transformer:
 
     def transform(self, item):
         raise NotImplementedError(f"{type(self).__name__} must define apply() or transform()")
+
+    def parts(self):
+        """The transformers this one runs in order (itself; a chain, its stages)."""
+        return [self]
+
+    def prepare_pass(self, whole):
+        """On the sliced path, before a pass: ``whole()`` is the pass so far as one MiniBatch (for
+        transformers that learn from their first pass, as Normalize does)."""
 
     def __rshift__(self, other):
         if not isinstance(other, Transformer):
@@ -43,6 +62,9 @@ class Chained(Transformer):
         for stage in stages:
             self.stages.extend(stage.stages if isinstance(stage, Chained) else [stage])
 
+    def parts(self):
+        return list(self.stages)
+
     def apply(self, items, epoch):
         for stage in self.stages:
             items = stage.apply(items, epoch)
@@ -60,6 +82,8 @@ class Shuffle(Transformer):
     buffer of that many (constant memory, a partial shuffle).
     """
 
+    batch_capable = "reorder"
+
     def __init__(self, seed=0, buffer_size=None):
         if buffer_size is not None and buffer_size < 1:
             raise DataError(f"Shuffle: buffer_size must be at least 1, not {buffer_size}")
@@ -75,6 +99,13 @@ class Shuffle(Transformer):
             gathered = list(items)
             return (gathered[i] for i in rng.permutation(len(gathered)))
         return self._buffered(items, rng)
+
+    def order(self, count, epoch):
+        """The positions, in the order that ``apply`` gives ``count`` items for ``epoch``."""
+        rng = self._rng(epoch)
+        if self.buffer_size is None:
+            return rng.permutation(count)
+        return np.fromiter(self._buffered(iter(range(count)), rng), np.int64, count)
 
     def _buffered(self, items, rng):
         buffer = []
@@ -93,12 +124,20 @@ class Shuffle(Transformer):
 
 
 class Map(Transformer):
-    """Apply ``function`` to every item; it returns a Sample/MiniBatch, or a dict (kept roles, new names are features)."""
+    """Apply ``function`` to every item; it returns a Sample/MiniBatch, or a dict (kept roles, new names are features).
 
-    def __init__(self, function):
+    ``batched=True`` declares that ``function`` works on a MiniBatch as on each
+    of its samples (element-wise along the batch axis), so a pipeline backed by
+    arrays may apply it to whole batches; it is still applied per sample when
+    the pipeline is not sliced.
+    """
+
+    def __init__(self, function, batched=False):
         if not callable(function):
             raise DataError(f"Map: {function!r} is not callable")
         self.function = function
+        self.batched = bool(batched)
+        self.batch_capable = "elementwise" if self.batched else None
 
     def transform(self, item):
         result = self.function(item)
@@ -113,7 +152,8 @@ class Map(Transformer):
         return result
 
     def __repr__(self):
-        return f"Map({getattr(self.function, '__name__', self.function)!r})"
+        batched = ", batched=True" if self.batched else ""
+        return f"Map({getattr(self.function, '__name__', self.function)!r}{batched})"
 
 
 class Filter(Transformer):
@@ -153,6 +193,8 @@ class Normalize(Transformer):
     applied to test data uses the training statistics. Call :meth:`fit` to set
     them from a chosen data set first. A standard deviation of 0 counts as 1.
     """
+
+    batch_capable = "elementwise"
 
     def __init__(self, field, mean=None, std=None, per_feature=True):
         self.field = field
@@ -216,6 +258,10 @@ class Normalize(Transformer):
             items = iter(gathered)
         return (self.transform(item) for item in items)
 
+    def prepare_pass(self, whole):
+        if not self.fitted:
+            self.fit([whole()])
+
     def transform(self, item):
         array = _field(item, self.field, "Normalize")
         dtype = array.dtype if np.issubdtype(array.dtype, np.floating) else np.float64
@@ -242,6 +288,8 @@ def _safe_std(std):
 
 class OneHot(Transformer):
     """Replace an integer class field by its one-hot encoding over ``classes`` classes."""
+
+    batch_capable = "elementwise"
 
     def __init__(self, field, classes, dtype="float64"):
         if classes < 1:

@@ -1,7 +1,9 @@
 """TrainingConfig: the updater, and how batch fields connect to the graph's placeholders."""
+import numpy as np
+
 from graphview import dtypes
 from graphview.data.sample import MiniBatch
-from graphview.errors import GraphviewError, PlaceholderError
+from graphview.errors import DTypeError, GraphviewError, PlaceholderError
 from graphview.training.updaters import Updater
 from graphview.variable import Kind
 
@@ -17,9 +19,18 @@ class TrainingConfig:
     ``trainable`` lists the variables to update (default: every floating-point
     VARIABLE). ``prediction`` names an output (logits or class scores) whose
     accuracy against the first label is reported on validation data.
+
+    A batch field whose dtype differs from its placeholder's is cast to it when
+    NumPy calls the cast ``same_kind`` (float32 data for a float64 model, int32
+    labels for int64, uint8 pixels for float32); any other mismatch (float
+    labels for an int64 placeholder) stops fit at the first batch, before any
+    step, saying how to convert the data.
+    ``terminate_on_nan`` (default True) stops fit with a ``gv.TrainingError``
+    when a step's loss is NaN or infinite, before that step's update.
     """
 
-    def __init__(self, updater, feature_mapping, label_mapping=(), trainable=None, prediction=None):
+    def __init__(self, updater, feature_mapping, label_mapping=(), trainable=None, prediction=None,
+                 terminate_on_nan=True):
         if not isinstance(updater, Updater):
             raise GraphviewError(f"TrainingConfig: updater must be gv.SGD, gv.Adam, gv.AdamW or gv.RMSProp, "
                                  f"not {type(updater).__name__}")
@@ -28,6 +39,7 @@ class TrainingConfig:
         self.label_mapping = _mapping(label_mapping, "label_mapping")
         self.trainable = None if trainable is None else [getattr(v, "name", v) for v in trainable]
         self.prediction = getattr(prediction, "name", prediction)
+        self.terminate_on_nan = bool(terminate_on_nan)
 
     def trainable_names(self, graph):
         """The variables fit updates, checked against the graph."""
@@ -85,8 +97,32 @@ def _map(graph, batch, fields, mapping, role):
                 raise PlaceholderError(f"fit: no batch {role} field for placeholder {placeholder!r}: the batch's "
                                        f"{role} fields are {', '.join(names) or 'none'}")
     for field, placeholder in pairs:
-        feeds[placeholder] = _field(batch, field, role)
+        feeds[placeholder] = conformed(graph, placeholder, _field(batch, field, role), field, role)
     return feeds
+
+
+def conformed(graph, placeholder, array, field, role):
+    """``array`` in its placeholder's dtype when the cast is ``same_kind`` (and, between integers, in range)."""
+    dtype = getattr(array, "dtype", None)
+    if dtype is None or placeholder not in graph:
+        return array            # the executor reports unknown names and non-arrays
+    expected = graph.node(placeholder).dtype
+    if dtype == expected:
+        return array
+    fix = (f"convert the data before it is batched, e.g. gv.data.ArrayDataSet({{{field!r}: "
+           f"array.astype({expected.name!r})}}) or gv.data.Map(lambda item: {{..., {field!r}: "
+           f"item[{field!r}].astype({expected.name!r})}}, batched=True)")
+    if not np.can_cast(dtype, expected, "same_kind"):
+        raise DTypeError(f"fit: batch {role} field {field!r} has dtype {dtype.name}, but placeholder "
+                         f"{placeholder!r} is {expected.name}, and {dtype.name} does not cast to {expected.name} "
+                         f"without changing its kind; {fix}")
+    if dtype.kind in "biu" and expected.kind in "iu" and not np.can_cast(dtype, expected, "safe") and array.size:
+        bounds = np.iinfo(expected)
+        if array.min() < bounds.min or array.max() > bounds.max:
+            raise DTypeError(f"fit: batch {role} field {field!r} (dtype {dtype.name}) holds values outside "
+                             f"the range of placeholder {placeholder!r} ({expected.name}, {bounds.min} to "
+                             f"{bounds.max}); {fix}")
+    return array.astype(expected)
 
 
 def _field(batch, field, role):

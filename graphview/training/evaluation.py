@@ -5,6 +5,7 @@ from graphview import runstate
 from graphview.data.dataset import DataSet
 from graphview.data.sample import MiniBatch
 from graphview.errors import GraphviewError, PlaceholderError
+from graphview.training.config import _map, conformed
 from graphview.variable import Kind
 
 
@@ -103,7 +104,8 @@ class ConfusionCounter:
         labels = np.asarray(labels).reshape(-1)
         if not np.issubdtype(labels.dtype, np.integer):
             raise GraphviewError(f"evaluate: labels must be integer class indices, not {labels.dtype}")
-        predictions = predicted_classes(scores).reshape(-1)
+        labels = labels.astype(np.int64, copy=False)       # uint8 labels: max(initial=-1) must fit
+        predictions = predicted_classes(scores).reshape(-1).astype(np.int64, copy=False)
         if predictions.shape != labels.shape:
             raise GraphviewError(f"evaluate: {predictions.size} predictions for {labels.size} labels")
         if labels.size and min(labels.min(), predictions.min()) < 0:
@@ -123,9 +125,9 @@ def evaluation_feeds(graph, batch, feature_mapping=None):
         raise GraphviewError(f"evaluate: the data set gave a {type(batch).__name__}, not a MiniBatch; "
                              "end the pipeline with gv.data.Batch(size)")
     if feature_mapping is not None:
-        from graphview.training.config import _map
         return _map(graph, batch, batch.features, feature_mapping, "feature")
-    return {name: array for name, array in batch.items()
+    return {name: conformed(graph, name, array, name, "label" if name in batch.targets else "feature")
+            for name, array in batch.items()
             if name in graph and graph.node(name).kind is Kind.PLACEHOLDER}
 
 

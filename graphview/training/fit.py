@@ -4,11 +4,13 @@ Each step feeds one batch, runs the gradient graph once for the loss and the
 gradients together, and hands the gradients to the updater, which writes the
 new values into the graph's variable buffers in place (ADR 0013).
 """
+import math
+
 import numpy as np
 
 from graphview import runstate
 from graphview.data.dataset import DataSet
-from graphview.errors import GraphviewError
+from graphview.errors import GraphviewError, TrainingError
 from graphview.listeners import Listener
 from graphview.training.config import TrainingConfig
 from graphview.training.evaluation import ConfusionCounter
@@ -53,6 +55,8 @@ def fit(graph, dataset, epochs, config, listeners=None, validation=None, progres
             for hook in hooks["iteration_start"]:
                 hook(ctx)
             loss, gradients = step(config.feeds(graph, batch), op_listeners, step=updater.iteration)
+            if config.terminate_on_nan and not math.isfinite(loss):
+                raise _non_finite(loss, updater.iteration + 1, epoch, len(losses) + 1)
             updater.step(graph, gradients)
             size = batch.size
             total += loss * size
@@ -79,6 +83,14 @@ def fit(graph, dataset, epochs, config, listeners=None, validation=None, progres
             history.stopped_early = True
             break
     return history
+
+
+def _non_finite(loss, iteration, epoch, batch):
+    return TrainingError(f"fit: the loss became {loss} at iteration {iteration} (epoch {epoch + 1}, batch {batch} "
+                         f"of the epoch); training stopped before that step's update, so the variables hold "
+                         f"their values after iteration {iteration - 1}. Lower the learning rate, look for NaN "
+                         f"or infinite values in the data, or pass TrainingConfig(terminate_on_nan=False) to "
+                         f"train on regardless", iteration=iteration, epoch=epoch, loss=loss)
 
 
 def _check_arguments(graph, dataset, epochs, config, validation):

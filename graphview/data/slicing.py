@@ -1,0 +1,66 @@
+"""Batches sliced from arrays: the fast path of a pipeline whose source is backed by arrays.
+
+Run sample by sample, ``ArrayDataSet >> Shuffle >> Normalize >> Batch(256)``
+builds 256 Sample objects per batch and stacks them again, which costs more
+than a small model's training step. When the source holds its fields as
+arrays (``DataSet.arrays()``) and every transformer before the ``Batch`` is
+batch-capable (``Transformer.batch_capable``), a pass is instead one index
+order (each reordering transformer permutes it), one fancy-index per field per
+batch, and the element-wise transformers applied to whole batches. The batches
+are exactly those of the per-sample path, in the same order: a reordering
+transformer gives the permutation it would apply to that many items, and an
+element-wise one gives on a batch what it gives on each sample, stacked.
+Transformers after the ``Batch`` run on the batches as usual.
+"""
+import numpy as np
+
+from graphview.data.sample import MiniBatch
+
+
+def sliced_pipeline(arrays, stages):
+    """A SlicedPipeline for ``source >> stages``, or None when the pipeline must run per sample."""
+    if arrays is None:
+        return None
+    for position, stage in enumerate(stages):
+        capability = stage.batch_capable
+        if capability == "batch":
+            return SlicedPipeline(arrays, stages[:position], stage, stages[position + 1:])
+        if capability not in ("reorder", "elementwise"):
+            return None
+    return None
+
+
+class SlicedPipeline:
+    """A pass of ``source >> before >> batch >> after`` computed from the source's arrays."""
+
+    def __init__(self, arrays, before, batch, after):
+        self.features, self.targets = arrays
+        self.count = len(next(iter({**self.features, **self.targets}.values())))
+        self.before, self.batch, self.after = list(before), batch, list(after)
+
+    def iterate(self, epoch):
+        order = np.arange(self.count)
+        elementwise = []
+        for stage in self.before:
+            if stage.batch_capable == "reorder":
+                order = order[stage.order(self.count, epoch)]
+            else:
+                stage.prepare_pass(lambda: self._gather(order, elementwise))
+                elementwise.append(stage)
+        items = self._batches(order, elementwise)
+        for stage in self.after:
+            items = stage.apply(items, epoch)
+        return iter(items)
+
+    def _gather(self, rows, elementwise):
+        batch = MiniBatch({name: column[rows] for name, column in self.features.items()},
+                          {name: column[rows] for name, column in self.targets.items()})
+        for stage in elementwise:
+            batch = stage.transform(batch)
+        return batch
+
+    def _batches(self, order, elementwise):
+        size = self.batch.size
+        stop = self.count - self.count % size if self.batch.drop_last else self.count
+        for start in range(0, stop, size):
+            yield self._gather(order[start:start + size], elementwise)

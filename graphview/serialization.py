@@ -12,19 +12,22 @@ dtype rules, so a file that loads is a graph that could have been built.
 Anything else raises :class:`graphview.GraphFileError`. See
 adr/0010-graph-file-format.md.
 """
+import contextlib
 import json
 import math
 import os
+import secrets
 import struct
-import tempfile
 import zipfile
 import zlib
+from collections.abc import Mapping
 
 import numpy as np
 
 from graphview import dtypes
 from graphview.building import freeze_attrs
-from graphview.errors import GraphFileError, GraphviewError
+from graphview.errors import GraphFileError, GraphviewError, PlaceholderError
+from graphview.graph import MAX_RANK, check_size
 from graphview.layouts import dimfile
 from graphview.registry import get as get_op
 from graphview.shapes import format_shape
@@ -34,7 +37,6 @@ FORMAT = "graphview-graph"
 VERSION = 1
 GRAPH_JSON = "graph.json"
 MAX_JSON_BYTES = 256 * 2**20
-MAX_RANK = 64
 MAX_RATIO = 1100  # the most any deflated data inflates (deflate's limit is about 1032:1)
 DTYPES = {dtype.name: dtype for dtype in dtypes.ALL}
 # Attributes holding view descriptors (lists of integer entries), and how deeply they nest:
@@ -54,6 +56,9 @@ LOW_LEVEL_ERRORS = (zipfile.BadZipFile, zlib.error, struct.error, EOFError, Valu
 def save(graph, path, placeholders=None):
     """Write ``graph`` (and optional placeholder values, by name) to the graph file ``path``."""
     from graphview import __version__
+    shown = _path(path, "save: ")
+    if placeholders is not None and not isinstance(placeholders, Mapping):
+        raise PlaceholderError(f"save: placeholders must be a dict of name -> value, not {type(placeholders).__name__}")
     arrays = {}
 
     def store(folder, array):
@@ -76,18 +81,53 @@ def save(graph, path, placeholders=None):
                 "nodes": nodes, "losses": list(graph._losses), "placeholders": stored}
     document.update(dimfile.write(graph))
     text = _layout(document)
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".graphview-", suffix=".tmp", dir=folder)
-    os.close(handle)
     try:
-        with zipfile.ZipFile(temporary, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with _replacing(shown) as stream, zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             # A fixed timestamp (as for the .npy members) makes the same graph give the same bytes.
             info = zipfile.ZipInfo(GRAPH_JSON, date_time=(1980, 1, 1, 0, 0, 0))
             archive.writestr(info, text, compress_type=zipfile.ZIP_DEFLATED)
             for member, array in arrays.items():
-                with archive.open(member, "w", force_zip64=True) as stream:
-                    np.lib.format.write_array(stream, np.asarray(array), allow_pickle=False)
+                with archive.open(member, "w", force_zip64=True) as member_stream:
+                    np.lib.format.write_array(member_stream, np.asarray(array), allow_pickle=False)
+    except OSError as error:   # disk full, permissions, a folder in the way: the user's path, never ours
+        raise GraphFileError(f"{shown}: cannot write the graph file: {error.strerror or error}") from None
+
+
+def _path(path, what):
+    """``path`` as a string, or a GraphFileError saying ``what`` was given instead."""
+    try:
+        shown = os.fspath(path)
+    except TypeError:
+        raise GraphFileError(f"{what}a graph file path must be a string or path, not {type(path).__name__}") from None
+    if isinstance(shown, bytes):
+        shown = os.fsdecode(shown)
+    if not shown:
+        raise GraphFileError(f"{what}the graph file path is empty")
+    return shown
+
+
+@contextlib.contextmanager
+def _replacing(path):
+    """A binary stream whose bytes replace ``path`` when the block ends; nothing is left if it fails.
+
+    The temporary file beside ``path`` is created as ``open`` creates files (mode 0666 less the umask),
+    not as ``tempfile.mkstemp`` does (0600), so a saved graph is as readable as any file its user writes.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise GraphFileError(f"{path}: cannot write the graph file: the folder {folder} does not exist")
+    for _ in range(100):
+        temporary = os.path.join(folder, f".graphview-{secrets.token_hex(6)}.tmp")
+        try:
+            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise GraphFileError(f"{path}: cannot write the graph file: no free temporary name in {folder}")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            yield stream
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)
@@ -135,10 +175,7 @@ def load(path):
 
 def read(path):
     """``(graph, placeholders)`` from the graph file ``path``; placeholders is a dict of arrays."""
-    try:
-        shown = os.fspath(path)
-    except TypeError:
-        raise GraphFileError(f"a graph file path must be a string or path, not {type(path).__name__}") from None
+    shown = _path(path, "")
     try:
         return _Reader(shown).read()
     except GraphFileError:
@@ -275,6 +312,7 @@ class _Reader:
         if dtype is None:
             self.fail(f"{where}: dtype {entry['dtype']!r:.40} is not one of {', '.join(DTYPES)}")
         shape = self._shape(where, entry["shape"], allow_none=kind in (Kind.PLACEHOLDER, Kind.ARRAY))
+        self._check_size(where, shape, dtype)
         if kind is Kind.ARRAY:
             self._add_op(graph, where, entry, name, shape, dtype)
             return
@@ -411,15 +449,10 @@ class _Reader:
             # member must be exactly what the header declares, and zipfile never inflates past the
             # recorded size, so a member cannot make loading read more than its header declares.
             header = _Counting(stream)
-            version = np.lib.format.read_magic(header)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(header)
-            elif version == (2, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(header)
-            else:
-                self.fail(f"{where}: {member} is .npy version {version}, not 1.0 or 2.0")
+            shape, fortran, dtype = self._npy_header(where, member, header)
             if dtype not in DTYPES.values() or dtype.byteorder not in ("=", "|", "<" if np.little_endian else ">"):
                 self.fail(f"{where}: {member} holds dtype {dtype.str}, not one of {', '.join(DTYPES)}")
+            self._check_size(f"{where}: {member}", shape, dtype)
             count = math.prod(shape)
             declared = count * dtype.itemsize
             if header.count + declared != info.file_size:
@@ -440,6 +473,29 @@ class _Reader:
             if stream.read(1):  # reaching the end also makes zipfile check the CRC
                 self.fail(f"{where}: {member} holds more data than its header declares")
         return flat.reshape(shape, order="F" if fortran else "C")
+
+    def _npy_header(self, where, member, stream):
+        """(shape, fortran order, dtype) from the .npy header at the start of ``stream``.
+
+        The header is a Python dict literal that NumPy parses with tokenize and ast.literal_eval (never
+        eval); what they raise on bytes from the file (ValueError, SyntaxError, tokenize.TokenError,
+        UnicodeDecodeError, ...) all mean one thing: the header is malformed."""
+        try:
+            version = np.lib.format.read_magic(stream)
+            if version == (1, 0):
+                return np.lib.format.read_array_header_1_0(stream)
+            if version == (2, 0):
+                return np.lib.format.read_array_header_2_0(stream)
+        except Exception as error:  # noqa: BLE001
+            self.fail(f"{where}: {member} has a malformed .npy header ({type(error).__name__}: {error})")
+        self.fail(f"{where}: {member} is .npy version {version}, not 1.0 or 2.0")
+
+    def _check_size(self, where, shape, dtype):
+        """The size check building applies (graph.check_size): no node or array NumPy could not hold."""
+        try:
+            check_size(shape, dtype, where)
+        except GraphviewError as error:
+            self.fail(str(error))
 
     def _placeholders(self, document, graph):
         values = {}

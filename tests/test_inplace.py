@@ -271,3 +271,27 @@ def test_the_listener_checks_the_value_but_not_the_written_base():
     t2 = g.add_(t[0], g.math.neg(x[1]))
     g.output({"x": np.ones((3, 4))}, [t2], listeners=[listener])
     assert not listener.violations and listener.checked_ops >= 2
+
+
+def test_a_value_whose_unknown_dim_may_be_1_is_accepted_as_by_binary_ops_and_checked_at_run_time():
+    g = gv.Graph()
+    p = g.placeholder("p", (None, 1, 2))
+    v = p[0:1, 0]                                  # (?, 2): 1 at run time, unless p is empty
+    assert g.math.add(p, v).shape == (None, None, 2)
+    out = g.sub_(p, v, name="out")
+    assert out.shape == (None, 1, 2)
+    data = np.arange(6.0).reshape(3, 1, 2)
+    np.testing.assert_array_equal(out.eval({"p": data}), data - data[0:1, 0])
+    with pytest.raises(gv.ShapeError, match=r"sub_ 'out' .*the value of shape \(0, 2\) does not broadcast to the "
+                                            r"view \(0, 1, 2\)"):
+        out.eval({"p": np.zeros((0, 1, 2))})
+
+    target = g.placeholder("target", (4, 1, 2))
+    value = g.placeholder("value", (None, 2))
+    written = g.add_(target, value, name="written")
+    np.testing.assert_array_equal(written.eval({"target": np.zeros((4, 1, 2)), "value": np.ones((1, 2))}),
+                                  np.ones((4, 1, 2)))
+    with pytest.raises(gv.ShapeError, match=r"add_ 'written' .*\(3, 2\) does not broadcast to the view \(4, 1, 2\)"):
+        written.eval({"target": np.zeros((4, 1, 2)), "value": np.ones((3, 2))})
+    with pytest.raises(gv.ShapeError, match=r"add_ .*\(3, 2\) does not broadcast"):   # known sizes: when built
+        g.add_(target, np.ones((3, 2)))

@@ -47,11 +47,16 @@ def _shape(base, value, *dynamic, chain):
 
 
 def _check_value(target, value):
-    """ShapeError unless a value of shape ``value`` broadcasts to the view shape ``target``."""
+    """ShapeError unless a value of shape ``value`` may broadcast to the view shape ``target``.
+
+    The rule is the binary ops' (broadcast_shapes), with one more constraint: the result must be
+    the target's shape. Where a size is unknown (None) it may still fit, as for binary ops; the
+    plan re-applies this rule to the sizes fed and raises, naming the op and node, if they don't.
+    """
     if len(value) > len(target):
         raise ShapeError(f"the value of shape {format_shape(value)} has more axes than the view {format_shape(target)}")
     result = broadcast_shapes(target, value)
-    if any(t is not None and r != t for t, r in zip(target, result)):
+    if any(None not in (t, r) and r != t for t, r in zip(target, result)):
         raise ShapeError(f"the value of shape {format_shape(value)} does not broadcast to the view {format_shape(target)}")
 
 

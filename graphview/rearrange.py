@@ -17,15 +17,19 @@ here too.
 """
 import re
 
-from graphview import dims as dimmath
+import numpy as np
+
+from graphview import dims as dimmath, dtypes
 from graphview.dims import Dim
-from graphview.errors import GraphviewError
+from graphview.errors import DTypeError, GraphviewError
+from graphview.graph import Graph
 from graphview.layouts import table
 from graphview.registry import default_graph
-from graphview.variable import Kind
+from graphview.variable import Kind, Variable
 
-_TOKEN = re.compile(r"\(|\)|[A-Za-z_][A-Za-z0-9_]*|1|\.\.\.|\S")
+_TOKEN = re.compile(r"\(|\)|[A-Za-z_][A-Za-z0-9_]*|[0-9]+|\.\.\.|\S")
 ELLIPSIS = "..."
+ANONYMOUS = "#"   # "2#3": the anonymous axis of size 2 at token 3 of its side; '#' is in no name
 
 
 class PatternError(GraphviewError, ValueError):
@@ -33,9 +37,17 @@ class PatternError(GraphviewError, ValueError):
 
 
 def parse_side(text, where):
-    """A side of a pattern as a list of items: a name, ``"1"``, or a tuple of names (a group)."""
+    """A side of a pattern as a list of items: a name, ``"1"``, or a tuple of names (a group).
+
+    A number n > 1 is an anonymous axis of size n, named ``"n#i"`` (i: the token's position), so that
+    two anonymous axes are never the same axis, as in einops."""
     items, group = [], None
-    for token in _TOKEN.findall(text):
+    for position, token in enumerate(_TOKEN.findall(text)):
+        if token.isascii() and token.isdigit():
+            size = int(token)
+            if size == 0:
+                raise PatternError(f"{where}: an anonymous axis must have a size of at least 1, not {token}")
+            token = "1" if size == 1 else f"{size}{ANONYMOUS}{position}"
         if token == "(":
             if group is not None:
                 raise PatternError(f"{where}: groups cannot nest")
@@ -47,7 +59,7 @@ def parse_side(text, where):
             group = None
         elif token == "1":
             (group if group is not None else items).append("1")
-        elif token.isidentifier() or token == ELLIPSIS:
+        elif token.isidentifier() or token == ELLIPSIS or anonymous_size(token):
             (group if group is not None else items).append(token)
         else:
             raise PatternError(f"{where}: unexpected {token!r}")
@@ -93,6 +105,17 @@ def expand_ellipsis(left, right, rank, where, reducing=False):
     return expand(left), expand(right)
 
 
+def anonymous_size(name):
+    """The size of the anonymous axis ``name`` (a number in the pattern), or None for a named axis."""
+    size, mark, _ = name.partition(ANONYMOUS)
+    return int(size) if mark and size.isdigit() else None
+
+
+def _shown(names):
+    """Names as the pattern wrote them: an anonymous axis as its size."""
+    return [str(anonymous_size(n) or n) for n in names]
+
+
 def _names(items):
     result = []
     for item in items:
@@ -105,8 +128,14 @@ def _names(items):
 
 def rearrange(x, pattern, **sizes):
     """x with its axes split, dropped, permuted, merged and added as ``pattern`` says (cached)."""
-    left, right, where = _parse(x, pattern, sizes, "rearrange", "'a b c -> c (a b)'")
+    if not isinstance(x, Variable):
+        return _on_array(rearrange, x, pattern, (), sizes)
+    left, right, sizes, where = _parse(x, pattern, sizes, "rearrange", "'a b c -> c (a b)'")
     ins, outs = _names(left), _names(right)
+    anonymous = [n for n in ins + outs if anonymous_size(n)]
+    if anonymous:
+        raise PatternError(f"{where}: anonymous axes ({', '.join(_shown(anonymous))}) are for gv.reduce, which "
+                           "reduces them; rearrange takes only 1 or () (a unit axis), as einops")
     if set(ins) != set(outs):
         raise PatternError(f"{where}: names on one side only: {sorted(set(ins) ^ set(outs))}")
     return _planned(x, left, right, sizes, where)
@@ -122,17 +151,21 @@ def reduce(x, pattern, reduction, **sizes):
     pooling. The left side is split first, the reduction is the graph's own op (so
     a dim with lengths is masked, as for ``g.math.mean(x, axis=dim)``), and the
     right side is then laid out as rearrange does. ``...`` may be on the left only:
-    the axes it covers are reduced.
+    the axes it covers are reduced. A number n > 1 on the left is an anonymous axis of
+    size n, which is reduced (``"(c 2) h -> c h"``), as in einops.
     """
+    if not isinstance(x, Variable):
+        return _on_array(reduce, x, pattern, (reduction,), sizes)
     if reduction not in REDUCTIONS:
         raise PatternError(f"reduce {pattern!r}: reduction must be one of {', '.join(REDUCTIONS)}, "
                            f"not {reduction!r}")
-    left, right, where = _parse(x, pattern, sizes, "reduce", "'b t f -> b f'", reducing=True)
+    left, right, sizes, where = _parse(x, pattern, sizes, "reduce", "'b t f -> b f'", reducing=True)
     ins, outs = _names(left), _names(right)
     extra = sorted(set(outs) - set(ins))
     if extra:
-        raise PatternError(f"{where}: {extra} on the right side only; reduce cannot create axes "
+        raise PatternError(f"{where}: {_shown(extra)} on the right side only; reduce cannot create axes "
                            "(use 1 or () for a new unit axis)")
+    sizes = {**sizes, **{n: anonymous_size(n) for n in ins if anonymous_size(n)}}
     split = _planned(x, left, ins, sizes, where)
     axes = tuple(position for position, name in enumerate(ins) if name not in outs)
     if axes:
@@ -140,8 +173,27 @@ def reduce(x, pattern, reduction, **sizes):
     return _planned(split, [n for n in ins if n in outs], right, {}, where)
 
 
+def _on_array(function, x, pattern, args, sizes):
+    """``function`` (rearrange or reduce) applied to an array, as einops does for NumPy arrays: the
+    pattern is compiled on a one-placeholder graph (named "array") that computes it."""
+    what = f"{function.__name__} {pattern!r}" if isinstance(pattern, str) else function.__name__
+    names = ", ".join(d.name for d in dtypes.ALL)
+    try:
+        array = np.asarray(x)
+    except (TypeError, ValueError) as error:   # ragged nested lists, objects NumPy cannot take
+        raise DTypeError(f"{what}: x must be a graphview Variable or an array, not {type(x).__name__} "
+                         f"({error})") from None
+    if array.dtype not in dtypes.ALL:
+        shown = f"an array of dtype {array.dtype}" if isinstance(x, np.ndarray) else type(x).__name__
+        raise DTypeError(f"{what}: x must be a graphview Variable or an array of {names}, not {shown}")
+    graph = Graph(f"gv.{function.__name__}")
+    result = function(graph.placeholder("array", array.shape, array.dtype), pattern, *args, **sizes)
+    return graph.output({"array": array}, [result])[result.name]
+
+
 def _parse(x, pattern, sizes, what, example, reducing=False):
-    """(left, right, where): both sides parsed and checked against x; ``where`` prefixes errors."""
+    """(left, right, sizes, where): both sides parsed and checked against x, the sizes as ints;
+    ``where`` prefixes errors."""
     if not isinstance(pattern, str) or pattern.count("->") != 1:
         raise PatternError(f"{what}: the pattern must look like {example}, not {pattern!r}")
     where = f"{what} {pattern!r}"
@@ -158,7 +210,10 @@ def _parse(x, pattern, sizes, what, example, reducing=False):
     unknown = sorted(set(sizes) - set(_names(left)))
     if unknown:
         raise PatternError(f"{where}: sizes given for {unknown}, which are not in the pattern")
-    return left, right, where
+    for name, size in sizes.items():
+        if isinstance(size, bool) or not hasattr(size, "__index__") or size.__index__() < 0:
+            raise PatternError(f"{where}: {name}={size!r} is not a size (an int >= 0)")
+    return left, right, {name: size.__index__() for name, size in sizes.items()}, where
 
 
 def _planned(x, left, right, sizes, where):
@@ -205,7 +260,8 @@ def _compile(x, left, right, sizes, where):
     for name, size in sizes.items():
         position = axes.index(name)
         if current.shape[position] is not None and current.shape[position] != size:
-            raise PatternError(f"{where}: {name}={size} but that axis has size {current.shape[position]}")
+            given = f"the pattern's {size} is an axis of size {size}" if anonymous_size(name) else f"{name}={size}"
+            raise PatternError(f"{where}: {given} but that axis has size {current.shape[position]}")
     order = _names(right)
     perm = tuple(axes.index(n) for n in order)
     # Which axes a merge can join without a copy: while the data is C-contiguous before the permute,

@@ -244,3 +244,91 @@ def test_a_merge_after_a_permute_is_a_view_exactly_when_its_axes_were_adjacent(p
     flat = [n for n in right.replace("(", " ").replace(")", " ").split()]
     expected = DATA.transpose([names.index(n) for n in flat]).reshape(result.shape)
     np.testing.assert_array_equal(result, expected)
+
+
+# --- anonymous axes in reduce (einops' test_anonymous_axes, reversed as its check_reversion does) ---------
+
+RNG = np.random.default_rng(13)
+
+ANONYMOUS_CASES = [
+    # (pattern, sizes, input shape, NumPy reference on the input reshaped to its elementary axes)
+    ("(c 2 d a b) -> a b c d", {"a": 1, "c": 4, "d": 6}, (96,),
+     lambda r, f: f(r.reshape(4, 2, 6, 1, 2), axis=1).transpose(2, 3, 0, 1)),
+    ("(d copy 1) 3 b c -> 1 b c d", {"copy": 3}, (18, 3, 2, 4),
+     lambda r, f: f(r.reshape(6, 3, 3, 2, 4), axis=(1, 2)).transpose(1, 2, 0)[None]),
+    ("3 ... -> 1 ...", {}, (3, 2, 4, 6), lambda r, f: f(r, axis=0)[None]),
+    ("(1 1) (1 b) 2 c 3 d (1 1) -> 1 b c d", {}, (1, 2, 2, 4, 3, 6, 1),
+     lambda r, f: f(r, axis=(2, 4)).reshape(1, 2, 4, 6)),
+    ("b (h 2) (w 2) -> b h w", {}, (2, 4, 6), lambda r, f: f(r.reshape(2, 2, 2, 3, 2), axis=(2, 4))),
+]
+
+
+@pytest.mark.parametrize("reduction", ["min", "max", "sum", "mean"])
+@pytest.mark.parametrize("pattern,sizes,shape,reference", ANONYMOUS_CASES, ids=[c[0] for c in ANONYMOUS_CASES])
+def test_reduce_reduces_anonymous_axes_as_einops(pattern, sizes, shape, reference, reduction):
+    data = RNG.normal(size=shape)
+    g = gv.Graph()
+    x = g.placeholder("x", shape=shape)
+    y = gv.reduce(x, pattern, reduction, **sizes)
+    expected = reference(data, getattr(np, reduction))
+    assert y.shape == expected.shape
+    if pattern.startswith("(c 2 d a b)"):
+        assert y.shape == (1, 2, 4, 6)   # einops' answer
+    np.testing.assert_allclose(g.output({"x": data}, [y])[y.name], expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("function,pattern,match", [
+    (gv.rearrange, "a (b 2) -> a b", r"rearrange 'a \(b 2\) -> a b': anonymous axes \(2\) are for gv.reduce"),
+    (gv.rearrange, "a b -> a b 3", r"anonymous axes \(3\) are for gv.reduce"),
+    (lambda x, p: gv.reduce(x, p, "sum"), "a b -> a b 2", r"\['2'\] on the right side only; reduce cannot create axes"),
+    (lambda x, p: gv.reduce(x, p, "sum"), "3 b -> b", r"reduce '3 b -> b': the pattern's 3 is an axis of size 3 but "
+                                                      r"that axis has size 2"),
+    (lambda x, p: gv.reduce(x, p, "sum"), "a (b 0) -> a", "an anonymous axis must have a size of at least 1, not 0"),
+])
+def test_anonymous_axes_where_einops_refuses_them_too(function, pattern, match):
+    g = gv.Graph()
+    x = g.placeholder("x", shape=(2, 6))
+    with pytest.raises(gv.PatternError, match=match):
+        function(x, pattern)
+
+
+# --- NumPy arrays, as einops takes them ---------------------------------------------------------------
+
+@pytest.mark.parametrize("pattern,sizes,expected", CASES[:10], ids=[c[0] for c in CASES[:10]])
+def test_rearrange_of_a_numpy_array_returns_the_rearranged_array(pattern, sizes, expected):
+    result = gv.rearrange(DATA, pattern, **sizes)
+    assert isinstance(result, np.ndarray) and result.dtype == DATA.dtype
+    np.testing.assert_array_equal(result, expected)
+
+
+def test_rearrange_and_reduce_of_arrays_and_lists():
+    np.testing.assert_array_equal(gv.rearrange(np.ones((2, 3)), "a b -> b a"), np.ones((3, 2)))
+    ints = np.arange(6, dtype=np.int32).reshape(2, 3)
+    assert gv.rearrange(ints, "a b -> (b a)").dtype == np.int32
+    np.testing.assert_array_equal(gv.rearrange([[1.0, 2.0], [3.0, 4.0]], "a b -> b a"), [[1.0, 3.0], [2.0, 4.0]])
+    np.testing.assert_allclose(gv.reduce(SMALL, "b (h h2) w c -> b h c", "max", h2=3), SMALL.max(axis=(1, 2))[:, None])
+    np.testing.assert_array_equal(gv.reduce(ints, "a (b 3) -> a", "sum"), ints.sum(axis=1))
+
+
+@pytest.mark.parametrize("value,match", [
+    (None, r"rearrange 'a b -> b a': x must be a graphview Variable or an array of .*, not NoneType"),
+    (np.ones((2, 3), np.uint8), "not an array of dtype uint8"),
+    ([[1.0], [2.0, 3.0]], r"x must be a graphview Variable or an array, not list"),
+])
+def test_what_is_neither_a_variable_nor_an_array_is_named(value, match):
+    with pytest.raises(gv.DTypeError, match=match):
+        gv.rearrange(value, "a b -> b a")
+
+
+def test_an_array_that_does_not_fit_the_pattern_is_a_pattern_error():
+    with pytest.raises(gv.PatternError, match=r"the left side names 3 axes but 'array' has 2 \(shape \(2, 3\)\)"):
+        gv.rearrange(np.ones((2, 3)), "a b c -> c b a")
+
+
+@pytest.mark.parametrize("size", ["2", 2.0, None, True, -2])
+def test_sizes_must_be_ints(size):
+    g = gv.Graph()
+    x = g.placeholder("x", shape=(2, 6))
+    with pytest.raises(gv.PatternError, match=f"rearrange 'a \\(b c\\) -> a b c': b={size!r} is not a size"):
+        gv.rearrange(x, "a (b c) -> a b c", b=size)
+    assert gv.rearrange(x, "a (b c) -> a b c", b=np.int64(2)).shape == (2, 2, 3)

@@ -126,7 +126,7 @@ def _names(items):
     return result
 
 
-def rearrange(x, pattern, **sizes):
+def rearrange(x, pattern, /, **sizes):
     """x with its axes split, dropped, permuted, merged and added as ``pattern`` says (cached)."""
     if not isinstance(x, Variable):
         return _on_array(rearrange, x, pattern, (), sizes)
@@ -144,7 +144,7 @@ def rearrange(x, pattern, **sizes):
 REDUCTIONS = ("sum", "mean", "max", "min", "prod", "logsumexp")
 
 
-def reduce(x, pattern, reduction, **sizes):
+def reduce(x, pattern, /, reduction, **sizes):
     """einops' reduce: the axes named on the left but not on the right are reduced by ``reduction``.
 
     ``gv.reduce(x, "b (h h2) (w w2) c -> b h w c", "max", h2=2, w2=2)`` is 2x2 max

@@ -332,3 +332,11 @@ def test_sizes_must_be_ints(size):
     with pytest.raises(gv.PatternError, match=f"rearrange 'a \\(b c\\) -> a b c': b={size!r} is not a size"):
         gv.rearrange(x, "a (b c) -> a b c", b=size)
     assert gv.rearrange(x, "a (b c) -> a b c", b=np.int64(2)).shape == (2, 2, 3)
+
+
+def test_an_axis_may_be_called_x_or_pattern():
+    g = gv.Graph()
+    v = g.placeholder("v", shape=(2, 6))
+    assert gv.rearrange(v, "a (x pattern) -> a x pattern", x=3).shape == (2, 3, 2)
+    assert gv.reduce(v, "a (x pattern) -> a x", "sum", pattern=2).shape == (2, 3)
+    assert gv.reduce(v, "a (x pattern) -> a x", reduction="max", x=3).shape == (2, 3)

@@ -39,7 +39,8 @@ class PlaceholderError(GraphviewError, ValueError):
 
 
 class ExecutionError(GraphviewError, RuntimeError):
-    """A value that can only be checked at run time was wrong (e.g. a label out of range)."""
+    """A value that can only be checked at run time was wrong (e.g. a label out of range), or a
+    step failed with an exception that is not graphview's (raised from it; see execution._named)."""
 
 
 class OpArgumentError(GraphviewError, TypeError):

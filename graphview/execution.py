@@ -25,7 +25,7 @@ import threading
 
 import numpy as np
 
-from graphview.errors import DTypeError, PlaceholderError, ShapeError, GraphviewError, did_you_mean
+from graphview.errors import DTypeError, ExecutionError, PlaceholderError, ShapeError, GraphviewError, did_you_mean
 from graphview.registry import get as get_op
 from graphview.shapes import format_shape
 from graphview.variable import Kind
@@ -92,10 +92,12 @@ class Plan:
                     values[out] = run(*[values[i] for i in inputs])
                     for i in free:
                         values[i] = None
-            except GraphviewError as error:
+            except Exception as error:
                 # ``out`` is still the slot of the step that raised: name its op and node.
-                _named(error, self._step_writing[out].node)
-                raise
+                named = _named(error, self._step_writing[out].node)
+                if named is error:
+                    raise
+                raise named from error
         result = {}
         for name in self.outputs:
             array = values[self.slots[name]]
@@ -113,9 +115,11 @@ class Plan:
                 listener.pre_op(context, step.node, inputs)
             try:
                 output = step.direct(*inputs)
-            except GraphviewError as error:
-                _named(error, step.node)
-                raise
+            except Exception as error:
+                named = _named(error, step.node)
+                if named is error:
+                    raise
+                raise named from error
             values[step.out] = output
             for listener in listeners:
                 listener.post_op(context, step.node, inputs, [output])
@@ -124,11 +128,17 @@ class Plan:
 
 
 def _named(error, node):
-    """Put the op and node that raised ``error`` in front of its message, in place: the error keeps
-    its type, its other arguments and attributes, and its traceback."""
+    """The error to raise for ``error``, raised while the step of ``node`` ran, with the op and node
+    in front of its message. A graphview error is renamed in place and returned: it keeps its type,
+    its other arguments and attributes, and its traceback. Any other exception (one from a user's
+    kernel: ZeroDivisionError, ValueError, ...) becomes an ExecutionError, for the caller to raise
+    from the original. KeyboardInterrupt and SystemExit are not Exceptions and never reach here."""
     prefix = f"{node.op} {node.name!r}"
+    if not isinstance(error, GraphviewError):
+        return ExecutionError(f"{prefix}: {type(error).__name__}: {error}")
     if error.args and isinstance(error.args[0], str) and not error.args[0].startswith(prefix):
         error.args = (f"{prefix}: {error.args[0]}",) + error.args[1:]
+    return error
 
 
 def copy_array(array):
@@ -230,6 +240,8 @@ class Executor:
                 described = ", ".join(f"{n} {format_shape(s)}" for n, s in zip(node.inputs, in_shapes))
                 kind = type(error) if isinstance(error, GraphviewError) else ShapeError
                 raise kind(f"{node.op} {node.name!r} ({described}): {error}") from None
+            except Exception as error:   # any other failure of a user's shape rule: an ExecutionError
+                raise _named(error, node) from error
             shapes[node.name] = shape
             in_contiguous = [contiguous[name] for name in node.inputs]
             copies = plan.input_copies.get(node.name, ())

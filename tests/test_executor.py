@@ -266,3 +266,74 @@ def test_a_run_time_error_keeps_its_object_and_gains_the_op_and_node():
     finally:
         registry._REGISTRY.pop(name, None)
         registry._CALLABLES.pop(name, None)
+
+
+# --- errors from a user's kernel are named ------------------------------------------------------
+
+RAISES = {-1.0: ValueError("negative input"), -2.0: KeyboardInterrupt(), -3.0: SystemExit(3)}
+
+
+def _normalize_kernel(x, out):
+    if x.size and float(x.flat[0]) in RAISES:
+        raise RAISES[float(x.flat[0])]
+    out[...] = x * (1 / int(x.sum()))        # ZeroDivisionError when the sum is 0
+
+
+normalize = gv.defop("test_normalize", shape=lambda x: x, kernel=_normalize_kernel, differentiable=False,
+                     reference=lambda x: x / int(x.sum()), samples=lambda: [gv.Sample((np.arange(1.0, 4.0),))])
+
+
+def _shape_rule_that_divides(x):
+    if x[0] is not None:
+        x[0] // (x[0] - 2)                     # ZeroDivisionError for a size of 2, known only when fed
+    return x
+
+
+divides = gv.defop("test_divides_in_shape_rule", shape=_shape_rule_that_divides, kernel=elementwise.copy,
+                   differentiable=False, reference=lambda x: x, samples=lambda: [gv.Sample((np.arange(3.0),))])
+
+
+def _user_graph():
+    g = gv.Graph()
+    y = normalize(g.placeholder("x", (3,)), name="y")
+    return g, g.math.neg(y, name="z")
+
+
+@pytest.mark.parametrize("listened", [False, True])
+@pytest.mark.parametrize("data, cause, message", [(np.zeros(3), ZeroDivisionError, "division by zero"),
+                                                  (np.array([-1.0, 2.0, 3.0]), ValueError, "negative input")])
+def test_an_exception_from_a_user_kernel_names_the_op_and_node(listened, data, cause, message):
+    g, z = _user_graph()
+    listeners = [gv.NonInplaceValidationListener()] if listened else None
+    np.testing.assert_allclose(g.output({"x": np.arange(1.0, 4.0)}, [z], listeners=listeners)["z"],
+                               -np.arange(1.0, 4.0) / 6)
+    with pytest.raises(gv.ExecutionError, match=f"^test_normalize 'y': {cause.__name__}: {message}$") as caught:
+        g.output({"x": data}, [z], listeners=listeners)
+    assert isinstance(caught.value.__cause__, cause)
+    assert isinstance(caught.value, gv.GraphviewError)
+
+
+@pytest.mark.parametrize("listened", [False, True])
+@pytest.mark.parametrize("first, kind", [(-2.0, KeyboardInterrupt), (-3.0, SystemExit)])
+def test_interrupts_and_exits_from_a_kernel_are_not_wrapped(listened, first, kind):
+    g, z = _user_graph()
+    listeners = [gv.NonInplaceValidationListener()] if listened else None
+    with pytest.raises(kind):
+        g.output({"x": np.array([first, 1.0, 1.0])}, [z], listeners=listeners)
+
+
+def test_graphview_errors_at_run_time_keep_their_type():
+    g = gv.Graph()
+    loss = g.loss.softmax_cross_entropy(g.placeholder("x", (2, 3)), g.placeholder("y", (2,), "int64"), name="loss")
+    with pytest.raises(gv.ExecutionError, match="^softmax_cross_entropy 'loss': .*label 5 is out of range") as caught:
+        loss.eval({"x": np.zeros((2, 3)), "y": np.array([0, 5])})
+    assert type(caught.value) is gv.ExecutionError and caught.value.__cause__ is None
+
+
+def test_an_exception_from_a_user_shape_rule_at_plan_time_names_the_op_and_node():
+    g = gv.Graph()
+    y = divides(g.placeholder("x", (None,)), name="y")
+    np.testing.assert_array_equal(y.eval({"x": np.arange(4.0)}), np.arange(4.0))
+    with pytest.raises(gv.ExecutionError, match="^test_divides_in_shape_rule 'y': ZeroDivisionError") as caught:
+        y.eval({"x": np.arange(2.0)})
+    assert isinstance(caught.value.__cause__, ZeroDivisionError)

@@ -15,8 +15,10 @@ import numpy as np
 from graphview import dtypes
 from graphview.autodiff import gradient_graph
 from graphview.errors import GraphviewError
-from graphview.execution import executor_of
+from graphview.finite_differences import (Loss, central_difference, float64_copy, projected_difference,
+                                          relative_error)
 from graphview.listeners import NonInplaceValidationListener
+from graphview.localize import Culprit, Localizer
 from graphview.variable import Kind, Variable
 
 SUBSETS = ("random", "every_n")
@@ -35,8 +37,13 @@ class Failure:
     kind: str = "gradient"
 
     shapes: Optional[tuple] = None  # kind "shape": (analytic gradient shape, variable shape)
+    culprit: Optional[Culprit] = None  # the op whose gradient rule disagrees (graphview/localize.py)
 
     def __str__(self):
+        blame = f"; {self.culprit}" if self.culprit is not None else ""
+        return self._describe() + blame
+
+    def _describe(self):
         if self.kind == "shape":
             gradient, variable = self.shapes
             return (f"{self.variable} FAILED (wrong shape): the analytic gradient has shape {gradient}, "
@@ -106,21 +113,16 @@ class GradCheckReport:
             lines.append("  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
             if n == 0:
                 lines.append("  " + "  ".join("-" * w for w in widths))
+        culprits = {f.variable: f.culprit for f in self.failures if f.culprit is not None}
+        lines += [f"  {name}: {culprit}" for name, culprit in culprits.items()]
         for number, failure in enumerate(self.failures[:25]):
-            lines.append(f"  Param {number} ({failure})")
+            lines.append(f"  Param {number} ({failure._describe()})")
         if len(self.failures) > 25:
             lines.append(f"  ... and {len(self.failures) - 25} more failures")
         lines += [f"  in-place violation: {v}" for v in self.violations]
         return "\n".join(lines)
 
     __repr__ = __str__
-
-
-def relative_error(analytic, numeric):
-    """|a - n| / (|a| + |n|), 0 when both are 0."""
-    if analytic == 0.0 and numeric == 0.0:
-        return 0.0
-    return abs(analytic - numeric) / (abs(analytic) + abs(numeric))
 
 
 def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e-5, min_abs_error=1e-6, skip=(),
@@ -157,11 +159,12 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
         report.violations.extend(listener.violations)
     settings = dict(eps=eps, max_rel_error=max_rel_error, min_abs_error=min_abs_error, mask=mask,
                     max_per_param=max_per_param, subset=subset, seed=seed, stop=exit_on_first_failure)
-    losses = {name: _Loss(work, feeds, name) for name in names}
+    losses = {name: Loss(work, feeds, name) for name in names}
     counts = [_elements(name, losses[name].array.shape, settings).size for name in names]
     settings["progress"] = _Progress(progress, sum(min(c, 1) if fast else c for c in counts))
     if _reentrancy(report, analytic, gradients.run(feeds, check_shapes=False), exit_on_first_failure):
         return report
+    localizer = Localizer(work, feeds, eps, seed, lambda a, n: _disagree(a, n, max_rel_error, min_abs_error))
     for name in names:
         loss = losses[name]
         result = report.variables[name] = VariableResult(name, tuple(loss.array.shape))
@@ -176,9 +179,20 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
             continue
         if fast:
             settings["progress"].total += _elements(name, loss.array.shape, settings).size
-        if _full_check(report, result, loss, analytic[name], settings):
+        stop = _full_check(report, result, loss, analytic[name], settings)
+        if result.failed:
+            _blame(report, name, localizer)
+        if stop:
             return report
     return report
+
+
+def _blame(report, name, localizer):
+    """Name, in each of ``name``'s gradient failures, the op whose rule is wrong (when one is found)."""
+    culprit = localizer.culprit(name)
+    for failure in report.failures_of(name):
+        if failure.kind in ("gradient", "nonfinite", "fast"):
+            failure.culprit = culprit
 
 
 def _check_options(eps, max_rel_error, min_abs_error, max_per_param, subset, seed):
@@ -228,42 +242,6 @@ class _Progress:
             self.callback(self.done, self.total)
 
 
-def float64_copy(graph, placeholders):
-    """``(copy, feeds, converted)``: a private copy of ``graph`` with float32 made float64, and its feeds."""
-    from graphview.graph import Graph
-    if not isinstance(placeholders, dict):
-        raise GraphviewError(f"placeholders must be a dict of name to array, not {type(placeholders).__name__}")
-    work = Graph(f"{graph.name}/check")
-    converted = False
-    for node in graph.nodes():
-        dtype = dtypes.FLOAT64 if node.dtype == dtypes.FLOAT32 else node.dtype
-        attrs = tuple((k, "float64" if k == "dtype" and v == "float32" else v) for k, v in node.attrs)
-        converted |= dtype != node.dtype or attrs != node.attrs
-        work._add_node(node.name, node.kind, node.op, node.inputs, attrs, node.shape, dtype)
-        if node.kind in (Kind.VARIABLE, Kind.CONSTANT):
-            work._values[node.name] = np.array(graph._values[node.name], dtype=dtype, order="C", copy=True)
-    work._losses = graph._losses
-    feeds = {}
-    for name, value in placeholders.items():
-        array = np.asarray(value)
-        target = dtypes.FLOAT64 if array.dtype == dtypes.FLOAT32 else array.dtype
-        converted |= target != array.dtype
-        feeds[name] = same_layout_copy(array, target)
-    return work, feeds, converted
-
-
-def same_layout_copy(array, dtype):
-    """A copy of ``array`` in ``dtype`` that keeps its layout kind (C, Fortran, or strided)."""
-    if array.flags.c_contiguous or array.ndim == 0:
-        return np.array(array, dtype=dtype, order="C", copy=True)
-    if array.flags.f_contiguous:
-        return np.array(array, dtype=dtype, order="F", copy=True)
-    doubled = np.zeros((array.shape[0] * 2,) + array.shape[1:], dtype)
-    view = doubled[::2]
-    view[...] = array
-    return view
-
-
 def _targets(work, wrt, skip, activations):
     if wrt is None:
         names = [n.name for n in work.nodes() if n.kind is Kind.VARIABLE and dtypes.is_float(n.dtype)]
@@ -291,47 +269,6 @@ def _reentrancy(report, first, second, stop):
     return False
 
 
-class _Loss:
-    """The summed loss as a function of one variable's value, perturbed in place in the private copy."""
-
-    def __init__(self, work, feeds, name):
-        node = work.node(name)
-        self.graph, self.name = work, name
-        if node.kind is Kind.ARRAY:
-            # Cut the graph at the activation: it becomes a placeholder fed with its forward value.
-            value = executor_of(work).run(feeds, [name])[name]
-            self.graph = _cut(work, name)
-            feeds = dict(feeds, **{name: np.array(value, order="C", copy=True)})
-        self.plan, self.feeds = executor_of(self.graph).plan(
-            {k: v for k, v in feeds.items() if k in self.graph}, self.graph._losses)
-        if node.kind in (Kind.VARIABLE, Kind.CONSTANT):
-            self.array = self.graph._values[name]
-        elif name in self.feeds:
-            self.array = self.feeds[name]
-        elif name in feeds:
-            self.array = feeds[name]    # a placeholder the losses do not read
-        else:
-            raise GraphviewError(f"check_gradients: placeholder {name!r} needs a value to be checked")
-
-    def __call__(self):
-        values = self.plan.run(self.feeds, None, None)
-        # The same sum as autodiff's: each loss once, whatever set_loss was given.
-        return math.fsum(float(np.sum(values[name], dtype=np.float64)) for name in dict.fromkeys(self.graph._losses))
-
-
-def _cut(work, name):
-    from graphview.graph import Graph
-    cut = Graph(f"{work.name}/cut-{name}")
-    for node in work.nodes():
-        if node.name == name:
-            cut._add_node(node.name, Kind.PLACEHOLDER, None, (), (), node.shape, node.dtype)
-        else:
-            cut._add_node(node.name, node.kind, node.op, node.inputs, node.attrs, node.shape, node.dtype)
-    cut._values = work._values
-    cut._losses = work._losses
-    return cut
-
-
 def _elements(name, shape, settings):
     size = int(np.prod(shape, dtype=np.int64))
     candidates = np.arange(size)
@@ -355,6 +292,13 @@ def _elements(name, shape, settings):
     return candidates
 
 
+def _disagree(analytic, numeric, max_rel_error, min_abs_error):
+    """The failure rule: not finite, or both the relative and the absolute error too large."""
+    if not (math.isfinite(analytic) and math.isfinite(numeric)):
+        return True
+    return relative_error(analytic, numeric) > max_rel_error and abs(analytic - numeric) >= min_abs_error
+
+
 def _compare(report, result, name, index, analytic, numeric, settings, kind="gradient"):
     """Record one comparison; True when it failed."""
     if not (math.isfinite(analytic) and math.isfinite(numeric)):
@@ -363,7 +307,7 @@ def _compare(report, result, name, index, analytic, numeric, settings, kind="gra
         return True
     abs_error = abs(analytic - numeric)
     rel_error = relative_error(analytic, numeric)
-    failed = rel_error > settings["max_rel_error"] and abs_error >= settings["min_abs_error"]
+    failed = _disagree(analytic, numeric, settings["max_rel_error"], settings["min_abs_error"])
     result.add(failed, rel_error)
     if failed:
         report.failures.append(Failure(name, index, analytic, numeric, rel_error, abs_error, kind))
@@ -372,18 +316,10 @@ def _compare(report, result, name, index, analytic, numeric, settings, kind="gra
 
 def _full_check(report, result, loss, analytic, settings):
     """Check element by element; True when the whole check must stop (exit_on_first_failure)."""
-    array, eps = loss.array, settings["eps"]
+    array = loss.array
     for flat in _elements(loss.name, array.shape, settings):
         index = tuple(int(i) for i in np.unravel_index(flat, array.shape))
-        original = array[index]
-        try:
-            array[index] = original + eps
-            plus = loss()
-            array[index] = original - eps
-            minus = loss()
-        finally:
-            array[index] = original
-        numeric = (plus - minus) / (2 * eps)
+        numeric = central_difference(loss, index, settings["eps"])
         failed = _compare(report, result, loss.name, index, float(analytic[index]), numeric, settings)
         settings["progress"].step()
         if failed and settings["stop"]:
@@ -396,7 +332,7 @@ def _fast_check(report, result, loss, analytic, settings):
 
     Returns True when the full check must run to explain a failure.
     """
-    array, eps = loss.array, settings["eps"]
+    array = loss.array
     candidates = _elements(loss.name, array.shape, settings)
     if candidates.size == 0:
         return False
@@ -405,15 +341,7 @@ def _fast_check(report, result, loss, analytic, settings):
     direction[candidates] = rng.standard_normal(candidates.size)
     direction /= np.linalg.norm(direction)
     direction = direction.reshape(array.shape)
-    original = array.copy()
-    try:
-        array[...] = original + eps * direction
-        plus = loss()
-        array[...] = original - eps * direction
-        minus = loss()
-    finally:
-        array[...] = original
-    numeric = (plus - minus) / (2 * eps)
+    numeric = projected_difference(loss, direction, settings["eps"])
     projected = float(np.sum(analytic * direction))
     failed = _compare(report, result, loss.name, None, projected, numeric, settings, kind="fast")
     settings["progress"].step()

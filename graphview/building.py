@@ -6,7 +6,7 @@ so kernels only ever see the dtypes their op computes in.
 """
 import numpy as np
 
-from graphview import dtypes, registry
+from graphview import attributes, dtypes, registry
 from graphview.errors import DTypeError, GraphviewError, ShapeError
 from graphview.layouts import table as dim_table
 from graphview.shapes import format_shape
@@ -16,7 +16,9 @@ from graphview.variable import Kind, Variable
 
 def build_op(graph, definition, inputs, attrs, name):
     op = definition.name
-    registry.check_call(definition, len(inputs), tuple(attrs))
+    # The arity and the declared attributes are checked before any node (a cast, a constant) is added.
+    attrs = check_arguments(definition, [(_label(v), _shape_of(v)) for v in inputs], attrs,
+                            f"{op}{f' {name!r}' if name else ''}: ")
     variables = _as_variables(graph, op, inputs)
     variables = _promote(graph, definition, variables)
     # Dim-valued axes become ints; reductions over dims with lengths are masked (ADR 0014).
@@ -24,26 +26,58 @@ def build_op(graph, definition, inputs, attrs, name):
     if masked is not None:
         return masked
     frozen = freeze_attrs(op, attrs)
-    shapes = [v.node.shape for v in variables]
-    kinds = [v.node.dtype for v in variables]
     try:
-        shape = tuple(definition.shape(*shapes, **dict(frozen)))
-    except (GraphviewError, ValueError, TypeError, IndexError) as error:
-        raise _error_kind(error, ShapeError)(f"{op}{_describe(name, variables, frozen)}: {error}") from None
-    try:
-        dtype = np.dtype(definition.dtype(*kinds, **dict(frozen)) if definition.dtype else kinds[0])
-    except (GraphviewError, ValueError, TypeError, IndexError) as error:
-        raise _error_kind(error, DTypeError)(f"{op}{_describe(name, variables, frozen)}: {error}") from None
-    dtypes.as_dtype(dtype, f"{op}: output")
-    for dim in shape:
-        if dim is not None and (isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)) or dim < 0):
-            raise ShapeError(f"{op}{_describe(name, variables, frozen)}: the shape rule gave {shape}")
-    shape = tuple(None if d is None else int(d) for d in shape)
+        shape, dtype = output_of(definition, [v.node.shape for v in variables], [v.node.dtype for v in variables],
+                                 frozen)
+    except GraphviewError as error:
+        raise type(error)(f"{op}{_describe(name, variables, frozen)}: {error}") from None
     check_size(shape, dtype, f"{op}{_describe(name, variables, frozen)}")
     full = graph._new_name(name, op)
     result = graph._add_node(full, Kind.ARRAY, op, [v.name for v in variables], frozen, shape, dtype)
     dim_table.after_op(graph, definition, variables, result)  # carry dims to the output
     return result
+
+
+def check_arguments(definition, inputs, attrs, prefix):
+    """The number of inputs, the attribute names and the declared attributes' values: what building and
+    loading a node both check first. ``inputs``: one (label, shape) per input. Returns the attributes
+    as the declarations parse them (NumPy integers become ints, ...); an attribute's error message
+    starts with ``prefix``."""
+    registry.check_call(definition, len(inputs), tuple(attrs))
+    return attributes.check(definition, attrs, inputs, prefix)
+
+
+def output_of(definition, shapes, kinds, frozen):
+    """(shape, dtype) the op's rules give for these input shapes, dtypes and frozen attributes.
+
+    Building and loading both call it. A shape rule's failure is a ShapeError, a dtype rule's a
+    DTypeError (graphview's own errors keep their class); the message does not name the op."""
+    try:
+        shape = tuple(definition.shape(*shapes, **dict(frozen)))
+    except (GraphviewError, ValueError, TypeError, IndexError, OverflowError) as error:
+        raise _error_kind(error, ShapeError)(str(error)) from None
+    try:
+        dtype = np.dtype(definition.dtype(*kinds, **dict(frozen)) if definition.dtype else kinds[0])
+    except (GraphviewError, ValueError, TypeError, IndexError) as error:
+        raise _error_kind(error, DTypeError)(str(error)) from None
+    dtypes.as_dtype(dtype, "output")
+    for dim in shape:
+        if dim is not None and (isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)) or dim < 0):
+            raise ShapeError(f"the shape rule gave {shape}")
+    return tuple(None if d is None else int(d) for d in shape), dtype
+
+
+def _label(value):
+    return repr(value.name) if isinstance(value, Variable) else f"a {type(value).__name__}"
+
+
+def _shape_of(value):
+    if isinstance(value, Variable):
+        return value.node.shape
+    try:
+        return np.shape(value)
+    except ValueError:   # a ragged list: _as_variables refuses it
+        return ()
 
 
 def _error_kind(error, kind):

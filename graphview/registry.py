@@ -7,9 +7,12 @@ all read this table; adding an op never needs a third edit.
 import contextvars
 import functools
 import inspect
+import sys
+import types
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from graphview import attributes as attribute_types
 from graphview.errors import GraphviewError, OpArgumentError
 
 
@@ -42,9 +45,13 @@ class OpDef:
     reference: Optional[Callable] = None
     family: str = "custom"
     doc: str = ""
-    attrs_doc: dict = field(default_factory=dict)
+    # Attribute name -> graphview.attributes declaration (type and range), checked by building and loading.
+    attributes: dict = field(default_factory=dict)
     # The inputs and attributes the shape rule's signature declares (None when it cannot be read).
     arity: Optional["Arity"] = None
+    # Where the defop call was ("file:line"), for the error about a second, different declaration.
+    origin: str = field(default="", compare=False)
+    namespaces: tuple = ()
 
     @property
     def has_gradient(self):
@@ -96,7 +103,7 @@ def _flatten(values):
 
 def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
           differentiable=None, promote=None, promote_inputs=None, accepts=None,
-          samples=None, reference=None, family="custom", namespace=None, doc=""):
+          samples=None, reference=None, family="custom", namespace=None, doc="", attrs=None):
     """Declare an op and return the callable that adds it to a graph.
 
     ``shape(*input_shapes, **attrs)`` gives the output shape, ``dtype(*input_dtypes,
@@ -105,35 +112,132 @@ def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
     returns a view instead), and ``vjp(grad, out, *inputs, **attrs)`` returns one
     gradient variable or None per input. ``inplace`` lists the input positions the op
     writes. ``samples()`` yields :class:`graphview.testing.Sample` cases checked against
-    ``reference(*arrays, **attrs)`` by the generic op tests.
+    ``reference(*arrays, **attrs)`` by the generic op tests. ``attrs`` maps attribute names to
+    ``gv.attrs`` declarations (``gv.attrs.Axis()``, ``gv.attrs.Seed()``, ...), checked when the op is
+    built and when a graph file holding it is loaded.
+
+    Declaring a registered name again replaces the op when the declaration is the same (a re-run
+    notebook cell, a module imported under two names) and is an error saying where the first came
+    from otherwise.
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise GraphviewError(f"defop: op name {name!r} is not an identifier")
-    if name in _REGISTRY:
-        raise GraphviewError(f"defop: an op named {name!r} is already registered")
     if not callable(shape):
         raise GraphviewError(f"defop {name}: shape must be a function of the input shapes")
     if kernel is None or not callable(kernel):
         raise GraphviewError(f"defop {name}: kernel must be a Numba function writing into out")
     inplace = tuple(inplace)
+    attrs = dict(attrs or {})
     rule = _arity_of_rule(shape)
+    attribute_types.check_declarations(name, attrs, rule)
+    rule = _declared(rule, attrs)
     for position in inplace:
         if isinstance(position, bool) or not isinstance(position, int) or position < 0 or (
                 rule is not None and not rule.variadic and position >= len(rule.inputs)):
             takes = f"; it takes {rule.describe()}" if rule is not None else ""
             raise GraphviewError(f"defop {name}: inplace position {position!r} is not an input position{takes}")
+    spaces = () if not namespace else (namespace,) if isinstance(namespace, str) else tuple(namespace)
     definition = OpDef(
         name=name, shape=shape, kernel=kernel, dtype=dtype, vjp=vjp, inplace=inplace,
         view=view, differentiable=True if vjp is not None and differentiable is None else differentiable,
         promote=promote, promote_inputs=promote_inputs, accepts=accepts, samples=samples,
-        reference=reference, family=family, doc=doc or (kernel.__doc__ or "").strip(), arity=rule)
+        reference=reference, family=family, doc=doc or (kernel.__doc__ or "").strip(), attributes=attrs,
+        arity=rule, origin=_caller(), namespaces=spaces)
+    if name in _REGISTRY:
+        _check_redeclaration(_REGISTRY[name], definition)
+        for space in _REGISTRY[name].namespaces:
+            NAMESPACES.get(space, {}).pop(name, None)
     _REGISTRY[name] = definition
     op = Op(definition)
     _CALLABLES[name] = op
-    if namespace:
-        for space in (namespace,) if isinstance(namespace, str) else namespace:
-            NAMESPACES.setdefault(space, {})[name] = op
+    for space in spaces:
+        NAMESPACES.setdefault(space, {})[name] = op
     return op
+
+
+# --- declaring a name twice ----------------------------------------------------------------------
+
+_FUNCTIONS = ("shape", "kernel", "dtype", "vjp", "samples", "reference")
+_OPTIONS = ("inplace", "view", "differentiable", "promote", "promote_inputs", "accepts", "family", "doc",
+            "attributes", "namespaces")
+
+
+def _check_redeclaration(first, second):
+    """A second declaration of a name is allowed only when it is the first one again."""
+    differ = [part for part in _FUNCTIONS if _fingerprint(getattr(first, part)) != _fingerprint(getattr(second, part))]
+    differ += [part for part in _OPTIONS if getattr(first, part) != getattr(second, part)]
+    if differ:
+        raise GraphviewError(
+            f"defop: an op named {first.name!r} is already registered, declared at {first.origin or 'an unknown place'}"
+            f", and this declaration at {second.origin or 'an unknown place'} differs in its "
+            f"{', '.join(part if part != 'attributes' else 'attrs' for part in differ)}; give the new op another "
+            "name (declaring the same op again, as a re-run notebook cell does, replaces it)")
+
+
+def _fingerprint(value, depth=0):
+    """What makes a function the same one again: its code (not where it sits in a file), defaults and
+    closure, so that a re-run cell's new function objects compare equal to the old ones."""
+    if depth > 8:
+        return ("deep",)
+    value = getattr(value, "py_func", value)        # a Numba dispatcher: its Python function
+    if isinstance(value, functools.partial):
+        return ("partial", _fingerprint(value.func, depth + 1), _fingerprint(value.args, depth + 1),
+                _fingerprint(sorted(value.keywords.items()), depth + 1))
+    if isinstance(value, types.MethodType):
+        return ("method", _fingerprint(value.__func__, depth + 1), _fingerprint(value.__self__, depth + 1))
+    if isinstance(value, types.FunctionType):
+        cells = tuple(_fingerprint(_cell(c), depth + 1) for c in value.__closure__ or ())
+        return ("function", _code(value.__code__), cells, _fingerprint(value.__defaults__, depth + 1),
+                _fingerprint(sorted((value.__kwdefaults__ or {}).items()), depth + 1))
+    if isinstance(value, types.CodeType):
+        return _code(value)
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(_fingerprint(v, depth + 1) for v in value)
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return value
+    if isinstance(value, types.ModuleType):
+        return ("module", value.__name__)
+    if isinstance(value, type):
+        return ("type", value.__module__, value.__qualname__)
+    kind = type(value)
+    if callable(value) and isinstance(getattr(kind, "__call__", None), types.FunctionType):
+        state = getattr(value, "__dict__", None)
+        return ("callable", kind.__module__, kind.__qualname__, _code(kind.__call__.__code__),
+                _fingerprint(sorted(state.items()) if isinstance(state, dict) else None, depth + 1))
+    try:
+        hash(value)
+        return ("value", kind.__module__, kind.__qualname__, value)
+    except TypeError:
+        return ("object", kind.__module__, kind.__qualname__, id(value))
+
+
+def _cell(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:   # an empty cell
+        return None
+
+
+def _code(code):
+    """A code object without its file and line numbers (co_consts may hold nested code objects)."""
+    consts = tuple(_code(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+            code.co_argcount, code.co_kwonlyargcount, code.co_flags)
+
+
+def _caller():
+    """``file:line`` of the defop call: the first frame outside this file, followed up through helpers
+    in the same file (``elementwise(...)`` in graphview/ops/math.py) to the line that declares the op."""
+    frame = sys._getframe(1)
+    here = frame.f_code.co_filename
+    while frame is not None and frame.f_code.co_filename == here:
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    while (frame.f_code.co_name != "<module>" and frame.f_back is not None
+           and frame.f_back.f_code.co_filename == frame.f_code.co_filename):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
 @dataclass(frozen=True)
@@ -175,6 +279,16 @@ def _arity_of_rule(rule):
             inputs.append(p.name)
             attributes.append(p.name)
     return Arity(tuple(inputs), variadic, tuple(attributes), tuple(required), any_attribute)
+
+
+def _declared(rule, attrs):
+    """A parameter declared in ``attrs`` is an attribute, never an input: ``reshape(x, shape)`` takes
+    one input, and ``shape`` (no default) is a required attribute."""
+    if rule is None or not attrs:
+        return rule
+    inputs = tuple(i for i in rule.inputs if i not in attrs)
+    required = rule.required + tuple(i for i in rule.inputs if i in attrs and i not in rule.required)
+    return Arity(inputs, rule.variadic, rule.attributes, required, rule.any_attribute)
 
 
 def arity(definition):

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from graphview import dtypes
-from graphview.building import freeze_attrs
+from graphview.building import check_arguments, freeze_attrs, output_of
 from graphview.errors import GraphFileError, GraphviewError, PlaceholderError
 from graphview.graph import MAX_RANK, check_size
 from graphview.layouts import dimfile
@@ -39,10 +39,6 @@ GRAPH_JSON = "graph.json"
 MAX_JSON_BYTES = 256 * 2**20
 MAX_RATIO = 1100  # the most any deflated data inflates (deflate's limit is about 1032:1)
 DTYPES = {dtype.name: dtype for dtype in dtypes.ALL}
-# Attributes holding view descriptors (lists of integer entries), and how deeply they nest:
-# create_view/scatter_view keep one list of descriptors, in-place ops a list of them (one per view level).
-DESCRIPTOR_ATTRIBUTES = {"create_view": ("descriptors", 1), "scatter_view": ("descriptors", 1),
-                         **{op: ("chain", 2) for op in ("assign_", "add_", "sub_", "mul_", "div_")}}
 NODE_FIELDS = {"name", "kind", "op", "inputs", "attrs", "shape", "dtype", "value"}
 SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 # What a damaged zip or .npy member can raise from inside zipfile, zlib and NumPy.
@@ -348,26 +344,30 @@ class _Reader:
             self.fail(f"{where}: inputs {inputs!r:.120} must name nodes recorded before it")
         attrs = self._attrs(where, entry["attrs"], op)
         in_nodes = [graph.node(i) for i in inputs]
-        self._check_rules(where, definition, in_nodes, attrs, shape, dtype)
+        attrs = self._check_rules(where, definition, in_nodes, attrs, shape, dtype)
         graph._add_node(name, Kind.ARRAY, op, inputs, attrs, shape, dtype)
 
     def _check_rules(self, where, definition, in_nodes, attrs, shape, dtype):
-        """The recorded node must be what building the op on the recorded inputs gives."""
+        """The recorded node must be what building the op on the recorded inputs gives: the checks of
+        building (arity, declared attributes, shape and dtype rules) run on it. Returns the attributes."""
         op = definition.name
         kinds = [n.dtype for n in in_nodes]
         positions = range(len(in_nodes)) if definition.promote_inputs is None else definition.promote_inputs
         positions = [p for p in positions if p < len(in_nodes)]
+        prefix = f"op {op} "
         try:
+            attrs = freeze_attrs(op, check_arguments(definition, [(repr(n.name), n.shape) for n in in_nodes],
+                                                     dict(attrs), prefix))
             if definition.accepts is not None:
                 for p in positions:
                     dtypes.check_category(op, f"{p} ({in_nodes[p].name!r})", kinds[p], definition.accepts)
-            expected_shape = tuple(definition.shape(*[n.shape for n in in_nodes], **dict(attrs)))
-            expected_dtype = np.dtype(definition.dtype(*kinds, **dict(attrs)) if definition.dtype else kinds[0])
-            expected_shape = tuple(None if d is None else int(d) for d in expected_shape)
+            expected_shape, expected_dtype = output_of(definition, [n.shape for n in in_nodes], kinds, attrs)
         # The rules are registered graphview code, but the values they are given here come from
         # the file; whatever they raise means the file does not describe a buildable node.
         except Exception as error:  # noqa: BLE001
-            self.fail(f"{where}: op {op} rejects the recorded inputs and attributes: {error}")
+            message = str(error)
+            self.fail(f"{where}: {message}" if message.startswith(prefix) else
+                      f"{where}: op {op} rejects the recorded inputs and attributes: {message}")
         if definition.promote and positions:
             target = dtypes.result_type(*[kinds[p] for p in positions])
             if definition.promote == "float":
@@ -379,6 +379,7 @@ class _Reader:
         if expected_shape != shape or expected_dtype != dtype:
             self.fail(f"{where}: recorded as {format_shape(shape)} {dtype.name}, but {op} of its inputs gives "
                       f"{format_shape(expected_shape)} {expected_dtype.name}")
+        return attrs
 
     def _shape(self, where, shape, allow_none):
         if not isinstance(shape, list) or len(shape) > MAX_RANK:
@@ -400,33 +401,10 @@ class _Reader:
             if pair[0] in decoded:
                 self.fail(f"{where}: attribute {pair[0]!r} appears twice")
             decoded[pair[0]] = self._decode(where, pair[1])
-        key, levels = DESCRIPTOR_ATTRIBUTES.get(op, (None, 0))
-        if key in decoded:
-            self._descriptors(where, op, key, decoded[key], levels)
         try:
             return freeze_attrs(op, decoded)
         except GraphviewError as error:
             self.fail(f"{where}: {error}")
-
-    def _descriptors(self, where, op, key, value, levels):
-        """View descriptors must be integers: a float would be truncated when the view is made."""
-        from graphview.ops.view import DYNAMIC
-        lists = [value]
-        for _ in range(levels - 1):
-            if not all(isinstance(item, tuple) for item in lists):
-                break
-            lists = [item for outer in lists for item in outer]
-        for entries in lists:
-            if not isinstance(entries, tuple):
-                self.fail(f"{where}: op {op} attribute {key!r} must be a list of descriptors, not {entries!r:.80}")
-            for entry in entries:
-                if not isinstance(entry, tuple):
-                    self.fail(f"{where}: op {op} attribute {key!r}: descriptor {entry!r:.80} is not a list")
-                values = entry[1:] if entry[:1] == (DYNAMIC,) else entry
-                for item in values:
-                    if not _is_int(item):
-                        self.fail(f"{where}: op {op} attribute {key!r}: descriptor {list(entry)!r:.80} holds "
-                                  f"{item!r}, which is not an integer")
 
     def _decode(self, where, value):
         if isinstance(value, list):

@@ -138,7 +138,7 @@ BAD_DOCUMENTS = {
     "input later": (lambda d, m: _node(d, "tanh").update(inputs=["loss"]), "must name nodes recorded before"),
     "bad attribute": (lambda d, m: _node(d, "loss").update(attrs=[["axis", {"x": 1}]]), "attribute value"),
     "rejected attribute": (lambda d, m: _node(d, "loss").update(attrs=[["axis", 9], ["keepdims", False]]),
-                           "op sum rejects"),
+                           r"op sum attribute 'axis': axis 9 is out of range for input 0 \('square'\) of rank 2"),
     "duplicate name": (lambda d, m: _node(d, "tanh").update(name="layer/w"), "appears twice"),
     "unknown kind": (lambda d, m: _node(d, "layer/w").update(kind="WEIGHT"), "kind 'WEIGHT'"),
     "unknown dtype": (lambda d, m: _node(d, "layer/w").update(dtype="complex128"), "dtype 'complex128'"),
@@ -351,4 +351,59 @@ def test_view_descriptors_must_be_integers(tmp_path, op, bad):
     with pytest.raises(gv.GraphFileError, match=f"node {document['nodes'].index(node)} \\({node['name']!r}\\): "
                                                 f"op {op} attribute '{attribute[0]}': descriptor .* holds "
                                                 f"{bad!r}, which is not an integer"):
+        gv.load(tmp_path / "bad.gvz")
+
+
+# --- attributes and arity are checked on load as when built (issue 13 item 10, ADR 0016) ----------
+
+def _seeded_model():
+    g = gv.Graph("seeded")
+    x = g.placeholder("x", (2, 3))
+    noise = g.random.normal((2, 3), mean=0.5, std=2.0, seed=3, name="noise")
+    dropped = g.nn.dropout(x + noise, 0.5, seed=11, name="dropped")
+    g.set_loss(g.math.sum(g.math.add(dropped, x, name="sum_in"), name="loss"))
+    return g
+
+
+def _edit_attribute(node, key, value):
+    node["attrs"] = [[k, value if k == key else v] for k, v in node["attrs"]]
+
+
+@pytest.mark.parametrize("node, key, value, message", [
+    ("dropped", "seed", "x", "attribute 'seed': 'x' is not a seed"),
+    ("dropped", "seed", -1, "attribute 'seed': -1 is not a seed: a seed is an int in \\[0, 2\\*\\*64\\)"),
+    ("dropped", "seed", 2**64, "attribute 'seed': 18446744073709551616 is not a seed"),
+    ("dropped", "rate", 1.5, "attribute 'rate': 1.5 is not in \\[0.0, 1.0\\)"),
+    ("noise", "mean", "x", "attribute 'mean': 'x' is not a number"),
+    ("noise", "std", [1.0], "attribute 'std': \\(1.0,\\) is not a number"),
+    ("noise", "seed", 1.5, "attribute 'seed': 1.5 is not a seed"),
+    ("noise", "dtype", "int64", "attribute 'dtype': 'int64' is not one of the dtypes float32, float64"),
+    ("loss", "axis", "0", "attribute 'axis': '0' is not an int or a tuple of ints or None"),
+])
+def test_attribute_values_building_refuses_are_refused_when_loaded(tmp_path, node, key, value, message):
+    _seeded_model().save(tmp_path / "good.gvz")
+    members = _members(tmp_path / "good.gvz")
+    document = json.loads(members["graph.json"])
+    _edit_attribute(_node(document, node), key, value)
+    members["graph.json"] = json.dumps(document)
+    _write(tmp_path / "bad.gvz", members)
+    position = [n["name"] for n in document["nodes"]].index(node)
+    with pytest.raises(gv.GraphFileError, match=f"node {position} \\({node!r}\\): op \\w+ {message}"):
+        gv.load(tmp_path / "bad.gvz")
+
+
+def test_an_op_changed_to_one_of_another_arity_is_refused_when_loaded(tmp_path):
+    _seeded_model().save(tmp_path / "good.gvz")
+    members = _members(tmp_path / "good.gvz")
+    document = json.loads(members["graph.json"])
+    _node(document, "sum_in").update(op="reshape")
+    members["graph.json"] = json.dumps(document)
+    _write(tmp_path / "bad.gvz", members)
+    with pytest.raises(gv.GraphFileError, match=r"\('sum_in'\): op reshape rejects the recorded inputs and "
+                                                r"attributes: reshape needs the attribute 'shape'"):
+        gv.load(tmp_path / "bad.gvz")
+    _node(document, "sum_in").update(op="exp")
+    members["graph.json"] = json.dumps(document)
+    _write(tmp_path / "bad.gvz", members)
+    with pytest.raises(gv.GraphFileError, match=r"op exp rejects .*: exp takes 1 input \(x\), got 2"):
         gv.load(tmp_path / "bad.gvz")

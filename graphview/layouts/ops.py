@@ -8,9 +8,11 @@ op, so that ``g.explain`` says "kernel" where a copy happens. Unlike ``reshape``
 both work when several of the merged sizes are unknown until run time.
 ``split_axis`` splits one axis in two or more; splitting is always a view.
 """
+import math
+
 import numpy as np
 
-from graphview import dtypes
+from graphview import attributes, dtypes
 from graphview.errors import ShapeError
 from graphview.registry import defop
 from graphview.shapes import normalize_axis
@@ -65,17 +67,19 @@ def _merge_reference(x, start, stop):
 
 merge_axes = defop("merge_axes", shape=_merged_shape, kernel=_merge_view, vjp=_merge_vjp, view=True,
                    accepts=dtypes.ALL, samples=_merge_samples, reference=_merge_reference, family="shape",
-                   doc="Axes [start, stop) of x merged into one (a view when the strides allow, else a copy).")
+                   doc="Axes [start, stop) of x merged into one (a view when the strides allow, else a copy).",
+                   attrs={"start": attributes.Int(minimum=0), "stop": attributes.Int(minimum=0)})
 merge_axes_copy = defop("merge_axes_copy", shape=_merged_shape, kernel=_merge_copy, vjp=_merge_vjp,
                         accepts=dtypes.ALL, samples=_merge_samples, reference=_merge_reference, family="shape",
-                        doc="Axes [start, stop) of x merged into one, copied into a new contiguous buffer.")
+                        doc="Axes [start, stop) of x merged into one, copied into a new contiguous buffer.",
+                        attrs={"start": attributes.Int(minimum=0), "stop": attributes.Int(minimum=0)})
 
 
 def _split_sizes(size, sizes):
-    sizes = tuple(int(s) for s in sizes)
+    sizes = tuple(sizes)
     if sum(s == -1 for s in sizes) > 1 or any(s < -1 for s in sizes):
         raise ShapeError(f"split sizes {sizes} may hold one -1 and otherwise sizes >= 0")
-    known = int(np.prod([s for s in sizes if s != -1], dtype=np.int64))
+    known = math.prod(s for s in sizes if s != -1)
     if -1 not in sizes:
         if size is not None and size != known:
             raise ShapeError(f"cannot split an axis of size {size} into {sizes} ({known} elements)")
@@ -115,5 +119,6 @@ split_axis = defop("split_axis", shape=_split_shape, kernel=_split_view, view=Tr
                    vjp=lambda g, out, x, axis, sizes: (_merge_vjp(g, out, x, 0, 1)[0],),
                    accepts=dtypes.ALL, samples=_split_samples,
                    reference=lambda x, axis, sizes: np.reshape(x, _split_shape(x.shape, axis, sizes)),
-                   family="shape", doc="Axis ``axis`` of x split into ``sizes`` (one may be -1); always a view.")
+                   family="shape", doc="Axis ``axis`` of x split into ``sizes`` (one may be -1); always a view.",
+                   attrs={"axis": attributes.Axis(), "sizes": attributes.Shape(minus_one=True)})
 

@@ -10,7 +10,7 @@ its base input and returns it.
 """
 import numpy as np
 
-from graphview import dtypes
+from graphview import attributes, dtypes
 from graphview.errors import DTypeError, GraphviewError, ShapeError
 from graphview.ops.view import DYNAMIC, apply_view, count_dynamic, view_shape
 from graphview.registry import defop
@@ -189,7 +189,8 @@ def _inplace_op(name, write, numpy_update, accepts, doc, vjp):
     return defop(name, shape=_shape, kernel=_runner(write), inplace=(0,), accepts=accepts, promote_inputs=(0,),
                  vjp=vjp,
                  samples=_samples([d for d in (np.float64, np.float32, np.int64) if np.dtype(d) in accepts]),
-                 reference=_reference(numpy_update), family="inplace", doc=doc)
+                 reference=_reference(numpy_update), family="inplace", doc=doc,
+                 attrs={"chain": attributes.Descriptors(2, DYNAMIC)})
 
 
 _assign_ = _inplace_op("assign_", kernels.assign_, _set, dtypes.ALL, "The base of the view after view[...] = value.",

@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from graphview import dtypes
+from graphview import attributes, dtypes
 from graphview.errors import ShapeError
 from graphview.registry import defop, public
 from graphview.shapes import broadcast_shapes, format_shape
@@ -129,6 +129,7 @@ def _transpose_vjp(g, out, x, perm=None):
 _transpose = defop("transpose", shape=lambda x, perm=None: tuple(x[p] for p in (perm or reversed(range(len(x))))),
                    kernel=lambda x, perm=None: x.transpose(perm), view=True, vjp=_transpose_vjp, accepts=dtypes.ALL,
                    samples=_transpose_samples, reference=lambda x, perm=None: np.transpose(x, perm), family="linalg",
+                   attrs={"perm": attributes.Perm()},
                    doc="x with its axes reversed, or reordered by perm (a view).")
 
 

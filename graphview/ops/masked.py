@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from graphview import dtypes
+from graphview import attributes, dtypes
 from graphview.dims import DimError, batch_dim
 from graphview.errors import ExecutionError, ShapeError
 from graphview.layouts import table
@@ -207,10 +207,15 @@ def _logsumexp_vjp(g, out, x, lengths, axis=None, keepdims=False, batch_axis=0, 
     return (where(mask, mul(_expand_back(g, x, axis, keepdims), weights), 0.0), None)
 
 
+# The batch and time axes of a masked op's input x (gv.attrs declarations, ADR 0016).
+SEQUENCE_AXES = {"batch_axis": attributes.Axis(), "time_axis": attributes.Axis()}
+
+
 def _declare_reduction(op, vjp, doc):
     return defop(op, shape=_reduce_shape, dtype=_reduce_dtype, kernel=_reduce_kernel(op), vjp=vjp,
                  differentiable=vjp is not None, promote="float", promote_inputs=(0,), accepts=dtypes.NUMERIC,
-                 samples=_reduce_samples(op in ("masked_sum", "masked_count")), reference=_reduce_reference(op), family="masked", doc=doc)
+                 samples=_reduce_samples(op in ("masked_sum", "masked_count")), reference=_reduce_reference(op), family="masked", doc=doc,
+                 attrs={"axis": attributes.Axis(many=True, none=True), "keepdims": attributes.Bool(), **SEQUENCE_AXES})
 
 
 masked_sum = _declare_reduction("masked_sum", _sum_vjp, "Sum over axis of the entries before each sequence's length.")
@@ -252,7 +257,8 @@ def _mask_samples():
 _sequence_mask = defop("sequence_mask", shape=_mask_shape, kernel=_mask_kernel,
                        dtype=lambda lengths, like, **attrs: (_lengths_dtype(lengths), dtypes.BOOL)[1],
                        differentiable=False, accepts=dtypes.ALL, samples=_mask_samples, reference=_mask_reference,
-                       family="masked", doc="True where t < lengths[b]: like's shape with 1 on the other axes.")
+                       family="masked", doc="True where t < lengths[b]: like's shape with 1 on the other axes.",
+                       attrs={"batch_axis": attributes.Axis(input="like"), "time_axis": attributes.Axis(input="like")})
 
 
 def sequence_mask(lengths, like, batch_axis=0, time_axis=1):
@@ -329,7 +335,7 @@ def _log_softmax_vjp(g, out, x, lengths, batch_axis=0, time_axis=1):
 def _declare_softmax(op, log, vjp, doc):
     return defop(op, shape=_softmax_shape, dtype=_reduce_dtype, kernel=_softmax_kernel(log, op), vjp=vjp,
                  promote="float", promote_inputs=(0,), accepts=dtypes.NUMERIC, samples=_softmax_samples,
-                 reference=_softmax_reference(log), family="masked", doc=doc)
+                 reference=_softmax_reference(log), family="masked", doc=doc, attrs=SEQUENCE_AXES)
 
 
 masked_softmax = _declare_softmax("masked_softmax", False, _softmax_vjp,

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from graphview import dtypes
+from graphview import attributes, dtypes
 from graphview.errors import ExecutionError, ShapeError
 from graphview.ops.masked import _check_axes, _lengths_dtype, canonical, checked_lengths, mask_array, place
 from graphview.registry import defop
@@ -97,13 +97,18 @@ def _entropy_vjp(g, out, logits, labels, lengths, batch_axis=0, time_axis=1):
     return (mul(_entropy_grad(logits, labels, lengths, batch_axis=batch_axis, time_axis=time_axis), g), None, None)
 
 
+# The batch and time axes index the logits without their class axis (the labels' axes).
+LOGIT_AXES = {"batch_axis": attributes.Axis(extra=-1), "time_axis": attributes.Axis(extra=-1)}
+
 masked_softmax_cross_entropy = defop(
     "masked_softmax_cross_entropy", shape=_entropy_shape, dtype=_entropy_dtype, kernel=_entropy_kernel,
     vjp=_entropy_vjp, promote="float", promote_inputs=(0,), samples=_entropy_samples, reference=_entropy_reference,
-    family="masked", doc="Mean over valid (t < lengths[b]) positions of -log softmax(logits)[label].")
+    family="masked", doc="Mean over valid (t < lengths[b]) positions of -log softmax(logits)[label].",
+    attrs=LOGIT_AXES)
 _entropy_grad = defop(
     "masked_cross_entropy_grad", shape=lambda logits, labels, lengths, **attrs: (
         _entropy_shape(logits, labels, lengths, **attrs), logits)[1],
     dtype=_entropy_dtype, kernel=_entropy_grad_kernel, differentiable=False, promote="float", promote_inputs=(0,),
     samples=_entropy_samples, reference=lambda *arrays, **attrs: _entropy_reference(*arrays, **attrs, grad=True),
-    family="masked", doc="The gradient of masked_softmax_cross_entropy with respect to the logits.")
+    family="masked", doc="The gradient of masked_softmax_cross_entropy with respect to the logits.",
+    attrs=LOGIT_AXES)

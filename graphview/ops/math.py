@@ -7,7 +7,7 @@ import inspect
 
 import numpy as np
 
-from graphview import dtypes
+from graphview import attributes, dtypes
 from graphview.registry import defop, public
 from graphview.shapes import broadcast_shapes
 from graphview.testing import Sample, elementwise_samples, transposed
@@ -200,7 +200,7 @@ def _cast_vjp(g, out, x, dtype):
 
 _cast = defop("cast", shape=lambda x, dtype: x, dtype=lambda x, dtype: dtypes.as_dtype(dtype, "cast"),
               kernel=_cast_kernel, vjp=_cast_vjp, accepts=dtypes.ALL, samples=_cast_samples,
-              reference=lambda x, dtype: x.astype(dtype), family="elementwise",
+              reference=lambda x, dtype: x.astype(dtype), family="elementwise", attrs={"dtype": attributes.DType()},
               doc="x converted to dtype (floats to integers truncate toward zero).")
 
 

@@ -1,7 +1,7 @@
 """Neural-network ops: relu, sigmoid, gelu, softmax, log_softmax, dropout (tanh is in math)."""
 import numpy as np
 
-from graphview import dtypes, runstate
+from graphview import attributes, dtypes, runstate
 from graphview.registry import defop, public
 from graphview.shapes import normalize_axis
 from graphview.testing import Sample, transposed
@@ -94,10 +94,12 @@ def _softmax_shape(x, axis=-1):
 _softmax = defop("softmax", shape=_softmax_shape, kernel=_softmax_kernel(False), promote="float",
                  accepts=dtypes.NUMERIC, samples=_softmax_samples, reference=_softmax_reference, family="nn",
                  vjp=lambda g, out, x, axis=-1: (mul(out, sub(g, reduce_sum(mul(g, out), axis, keepdims=True))),),
+                 attrs={"axis": attributes.Axis()},
                  doc="exp(x) / sum(exp(x)) along axis, shifted by the max.")
 _log_softmax = defop("log_softmax", shape=_softmax_shape, kernel=_softmax_kernel(True), promote="float",
                      accepts=dtypes.NUMERIC, samples=_softmax_samples, reference=_log_softmax_reference, family="nn",
                      vjp=lambda g, out, x, axis=-1: (sub(g, mul(exp(out), reduce_sum(g, axis, keepdims=True))),),
+                     attrs={"axis": attributes.Axis()},
                      doc="x - logsumexp(x) along axis.")
 
 
@@ -111,11 +113,6 @@ def softmax(x, axis=-1, *, name=None):
 def log_softmax(x, axis=-1, *, name=None):
     """x - logsumexp(x) along axis."""
     return _log_softmax(x, name=name, axis=axis)
-
-
-def _dropout_check(rate):
-    if not 0.0 <= rate < 1.0:
-        raise ValueError(f"rate {rate} must be in [0, 1)")
 
 
 _STEP_MIX = 0x9E3779B97F4A7C15   # odd 64-bit constant: distinct steps give unrelated seeds
@@ -132,7 +129,6 @@ def _dropout_kernel(x, out, rate=0.5, seed=0):
 
 
 def _dropout_shape(x, rate=0.5, seed=0):
-    _dropout_check(rate)
     return x
 
 
@@ -152,6 +148,7 @@ def _dropout_samples():
 _dropout = defop("dropout", shape=_dropout_shape, kernel=_dropout_kernel, promote="float", accepts=dtypes.FLOATS,
                  vjp=lambda g, out, x, rate=0.5, seed=0: (_dropout(g, rate=rate, seed=seed),),
                  samples=_dropout_samples, reference=_dropout_reference, family="nn",
+                 attrs={"rate": attributes.Float(minimum=0.0, below=1.0), "seed": attributes.Seed()},
                  doc="Zero each element with probability rate and scale the rest by 1/(1-rate).")
 
 
@@ -165,4 +162,4 @@ def dropout(x, rate=0.5, seed=None, training=True, *, name=None):
     if seed is None:
         from graphview.ops.random import default_seed
         seed = default_seed(x.graph, name or "dropout")
-    return _dropout(x, name=name, rate=float(rate), seed=int(seed))
+    return _dropout(x, name=name, rate=rate, seed=seed)

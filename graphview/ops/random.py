@@ -10,7 +10,7 @@ import zlib
 
 import numpy as np
 
-from graphview import dtypes
+from graphview import attributes, dtypes
 from graphview.errors import ShapeError
 from graphview.registry import defop, public
 from graphview.testing import Sample
@@ -67,14 +67,22 @@ def _normal_reference(shape, dtype, seed, mean, std):
     return (mean + std * np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)).reshape(shape).astype(dtype)
 
 
+def _attributes(**parameters):
+    """The attributes every draw takes, and its own (low/high, mean/std) as real numbers."""
+    return {"shape": attributes.Shape(), "dtype": attributes.DType(allowed=tuple(dtypes.FLOATS)),
+            "seed": attributes.Seed(), **{name: attributes.Float() for name in parameters}}
+
+
 _uniform = defop("uniform", shape=_shape_rule, kernel=_uniform_kernel, dtype=lambda **a: dtypes.as_dtype(a["dtype"]),
                  differentiable=False, family="random", reference=_uniform_reference, doc="Uniform draws in [low, high).",
                  samples=lambda: [Sample((), {"shape": (3, 4), "dtype": "float64", "seed": 1, "low": -1.0, "high": 2.0}),
-                                  Sample((), {"shape": (5,), "dtype": "float32", "seed": 2, "low": 0.0, "high": 1.0})])
+                                  Sample((), {"shape": (5,), "dtype": "float32", "seed": 2, "low": 0.0, "high": 1.0})],
+                 attrs=_attributes(low=True, high=True))
 _normal = defop("normal", shape=_shape_rule, kernel=_normal_kernel, dtype=lambda **a: dtypes.as_dtype(a["dtype"]),
                 differentiable=False, family="random", reference=_normal_reference, doc="Normal draws (Box-Muller).",
                 samples=lambda: [Sample((), {"shape": (3, 4), "dtype": "float64", "seed": 1, "mean": 0.0, "std": 1.0}),
-                                 Sample((), {"shape": (0, 2), "dtype": "float32", "seed": 2, "mean": 1.0, "std": 2.0})])
+                                 Sample((), {"shape": (0, 2), "dtype": "float32", "seed": 2, "mean": 1.0, "std": 2.0})],
+                attrs=_attributes(mean=True, std=True))
 
 
 def _settings(shape, dtype, seed, name):
@@ -86,16 +94,16 @@ def _settings(shape, dtype, seed, name):
         raise dtypes.DTypeError(f"random draws are floating point; dtype {dtype.name} is not")
     if seed is None:
         seed = default_seed(graph_of((), "random"), name or "random")
-    return dict(shape=shape, dtype=dtype.name, seed=int(seed) & 0xFFFFFFFFFFFFFFFF)
+    return dict(shape=shape, dtype=dtype.name, seed=seed)
 
 
 @public("random")
 def uniform(shape, low=0.0, high=1.0, dtype="float64", seed=None, *, name=None):
     """Uniform draws in [low, high), reproducible for a given seed."""
-    return _uniform(name=name, low=float(low), high=float(high), **_settings(shape, dtype, seed, name))
+    return _uniform(name=name, low=low, high=high, **_settings(shape, dtype, seed, name))
 
 
 @public("random")
 def normal(shape, mean=0.0, std=1.0, dtype="float64", seed=None, *, name=None):
     """Normal draws with the given mean and standard deviation, reproducible for a given seed."""
-    return _normal(name=name, mean=float(mean), std=float(std), **_settings(shape, dtype, seed, name))
+    return _normal(name=name, mean=mean, std=std, **_settings(shape, dtype, seed, name))

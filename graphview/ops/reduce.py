@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from graphview import dtypes
+from graphview import attributes, dtypes
 from graphview.errors import ShapeError
 from graphview.layouts import table
 from graphview.registry import defop, public
@@ -165,12 +165,17 @@ def _logsumexp_vjp(g, out, x, axis=None, keepdims=False):
     return (mul(_expand_back(g, x, axis, keepdims), weights),)
 
 
+# What every reduction takes: axis (None, an int or a tuple of them) and keepdims.
+REDUCTION_ATTRIBUTES = {"axis": attributes.Axis(many=True, none=True), "keepdims": attributes.Bool()}
+ARG_ATTRIBUTES = {"axis": attributes.Axis(none=True), "keepdims": attributes.Bool()}
+
+
 def _declare(name, kernel, reference, dtype, vjp, doc, accepts=dtypes.NUMERIC, promote=None, nonempty=False,
              samples=None):
     return defop(name, shape=lambda x, axis=None, keepdims=False: reduced_shape(x, axis, keepdims, nonempty),
                  kernel=kernel, dtype=dtype, vjp=vjp, accepts=accepts, promote=promote,
                  differentiable=vjp is not None, samples=samples or _reduction_samples(empty=not nonempty),
-                 reference=reference, family="reduce", doc=doc)
+                 reference=reference, family="reduce", doc=doc, attrs=REDUCTION_ATTRIBUTES)
 
 
 _sum = _declare("sum", _sum_kernel, lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims),
@@ -229,11 +234,11 @@ def _arg_samples():
 _argmax = defop("argmax", shape=_argmax_shape, kernel=_arg_kernel(1), dtype=lambda x, axis=None, keepdims=False: dtypes.INT64,
                 accepts=dtypes.NUMERIC, differentiable=False, samples=_arg_samples,
                 reference=lambda x, axis=None, keepdims=False: np.argmax(x, axis=axis, keepdims=keepdims),
-                family="reduce", doc="Index of the first maximum along axis (int64).")
+                family="reduce", doc="Index of the first maximum along axis (int64).", attrs=ARG_ATTRIBUTES)
 _argmin = defop("argmin", shape=_argmax_shape, kernel=_arg_kernel(-1), dtype=lambda x, axis=None, keepdims=False: dtypes.INT64,
                 accepts=dtypes.NUMERIC, differentiable=False, samples=_arg_samples,
                 reference=lambda x, axis=None, keepdims=False: np.argmin(x, axis=axis, keepdims=keepdims),
-                family="reduce", doc="Index of the first minimum along axis (int64).")
+                family="reduce", doc="Index of the first minimum along axis (int64).", attrs=ARG_ATTRIBUTES)
 
 
 def _reduction(op):

@@ -7,11 +7,10 @@ holds the helpers gradient rules are written with (reduce_to, broadcast_like,
 reshape_like, numel, concat_part, select_index).
 """
 import math
-import operator
 
 import numpy as np
 
-from graphview import dtypes
+from graphview import attributes, dtypes
 from graphview.errors import ShapeError
 from graphview.registry import defop, public
 from graphview.shapes import broadcast_shapes, format_shape, known_size, normalize_axes, normalize_axis
@@ -19,26 +18,16 @@ from graphview.testing import Sample, strided, transposed
 from graphview_kernels.elementwise import copy as copy_kernel
 
 
-def _view_op(name, shape, kernel, vjp, samples, reference, doc, namespace=None, differentiable=None):
+def _view_op(name, shape, kernel, vjp, samples, reference, doc, namespace=None, differentiable=None, attrs=None):
     return defop(name, shape=shape, kernel=kernel, vjp=vjp, view=True, accepts=dtypes.ALL, samples=samples,
-                 reference=reference, family="shape", namespace=namespace, doc=doc, differentiable=differentiable)
+                 reference=reference, family="shape", namespace=namespace, doc=doc, differentiable=differentiable,
+                 attrs=attrs)
 
 
 
 def int_entries(values, op, what):
-    """``values`` (an int or a sequence) as a tuple of ints; a float or bool entry is an error, never truncated."""
-    if hasattr(values, "__index__") and not isinstance(values, (bool, np.bool_)) and np.ndim(values) == 0:
-        items = (values,)
-    elif hasattr(values, "__iter__") and not isinstance(values, (str, bytes)):
-        items = tuple(values)
-    else:
-        raise ShapeError(f"{op}: {what} {values!r} is not an int or a tuple of ints")
-    for item in items:
-        if isinstance(item, (bool, np.bool_)) or not hasattr(item, "__index__"):
-            shown = tuple(v.item() if isinstance(v, np.generic) else v for v in items)
-            item = item.item() if isinstance(item, np.generic) else item
-            raise ShapeError(f"{op}: {what} {shown!r} holds {item!r}, which is not an int")
-    return tuple(operator.index(item) for item in items)
+    """``values`` (an int or a sequence) as a tuple of ints; a float or bool entry is a ShapeError, never truncated."""
+    return attributes.integers(values, op, what)
 
 
 # --- reshape -------------------------------------------------------------------
@@ -93,7 +82,8 @@ def _reshape_samples():
 
 _reshape = _view_op("reshape", _reshape_shape, _reshape_kernel,
                     lambda g, out, x, shape: (reshape_like(g, x),), _reshape_samples,
-                    lambda x, shape: np.reshape(x, shape), "x with a new shape; one dim may be -1.")
+                    lambda x, shape: np.reshape(x, shape), "x with a new shape; one dim may be -1.",
+                    attrs={"shape": attributes.Shape(minus_one=True)})
 
 
 @public("shape")
@@ -132,7 +122,7 @@ def _permute_samples():
 
 _permute = _view_op("permute", _permute_shape, lambda x, perm=None: x.transpose(_permutation(x.ndim, perm)),
                     _permute_vjp, _permute_samples, lambda x, perm=None: np.transpose(x, perm),
-                    "x with its axes reordered by perm (a view).")
+                    "x with its axes reordered by perm (a view).", attrs={"perm": attributes.Perm()})
 
 
 @public("shape")
@@ -180,7 +170,8 @@ def _squeeze_samples():
 
 
 _squeeze = _view_op("squeeze", _squeeze_shape, _squeeze_kernel, lambda g, out, x, axis=None: (reshape_like(g, x),),
-                    _squeeze_samples, lambda x, axis=None: np.squeeze(x, axis), "x without size-1 axes (a view).")
+                    _squeeze_samples, lambda x, axis=None: np.squeeze(x, axis), "x without size-1 axes (a view).",
+                    attrs={"axis": attributes.Axis(many=True, none=True)})
 
 
 @public("shape")
@@ -190,7 +181,7 @@ def squeeze(x, axis=None, *, name=None):
 
 
 def _expand_axes(rank, axis):
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(axis) if isinstance(axis, tuple) else (axis,)
     return normalize_axes(axes, rank + len(axes))
 
 
@@ -209,18 +200,19 @@ def _expand_samples():
 _expand_dims = _view_op("expand_dims", _expand_shape,
                         lambda x, axis: np.expand_dims(x, _expand_axes(x.ndim, axis)),
                         lambda g, out, x, axis: (reshape_like(g, x),), _expand_samples,
-                        lambda x, axis: np.expand_dims(x, axis), "x with new size-1 axes at axis (a view).")
+                        lambda x, axis: np.expand_dims(x, axis), "x with new size-1 axes at axis (a view).",
+                        attrs={"axis": attributes.Axis(many=True, new=True)})
 
 
 @public("shape")
 def expand_dims(x, axis, *, name=None):
     """x with new size-1 axes inserted at axis (an int or a tuple)."""
     from graphview.dims import Dim, DimError
-    for a in (axis,) if isinstance(axis, (int, Dim)) else tuple(axis):
+    for a in axis if isinstance(axis, (list, tuple)) else (axis,):
         if isinstance(a, Dim):
             raise DimError(f"expand_dims: axis gives positions in the result, but {a!r} names an axis of "
                            f"{x.name!r}; give the position of the new axis as an int")
-    return _expand_dims(x, name=name, axis=axis if isinstance(axis, int) else tuple(axis))
+    return _expand_dims(x, name=name, axis=axis)
 
 
 # --- broadcast_to -------------------------------------------------------------------
@@ -243,7 +235,8 @@ def _broadcast_samples():
 
 _broadcast_to = _view_op("broadcast_to", _broadcast_to_shape, lambda x, shape: np.broadcast_to(x, shape),
                          lambda g, out, x, shape: (reduce_to(g, x),), _broadcast_samples,
-                         lambda x, shape: np.broadcast_to(x, shape), "x broadcast to shape (a view, stride 0).")
+                         lambda x, shape: np.broadcast_to(x, shape), "x broadcast to shape (a view, stride 0).",
+                         attrs={"shape": attributes.Shape()})
 
 
 @public("shape")
@@ -297,6 +290,7 @@ def _concat_samples():
 _concat = defop("concat", shape=_concat_shape, kernel=_concat_kernel, vjp=_concat_vjp, promote="same",
                 accepts=dtypes.ALL, samples=_concat_samples,
                 reference=lambda *xs, axis=0: np.concatenate(xs, axis=axis), family="shape",
+                attrs={"axis": attributes.Axis()},
                 doc="Inputs joined along an existing axis.")
 
 
@@ -342,6 +336,7 @@ def _stack_samples():
 _stack = defop("stack", shape=_stack_shape, kernel=_stack_kernel, promote="same", accepts=dtypes.ALL,
                vjp=lambda g, out, *inputs, axis=0: tuple(select_index(g, axis=axis, index=i) for i in range(len(inputs))),
                samples=_stack_samples, reference=lambda *xs, axis=0: np.stack(xs, axis=axis), family="shape",
+               attrs={"axis": attributes.Axis(new=True)},
                doc="Inputs joined along a new axis.")
 
 
@@ -432,7 +427,8 @@ numel = defop("numel", shape=lambda x, axis=None: (normalize_axes(axis, len(x)),
               dtype=lambda x, axis=None: dtypes.float_result(x), accepts=dtypes.ALL, differentiable=False,
               samples=lambda: [Sample((np.zeros((3, 4)),), {"axis": None}), Sample((np.zeros((3, 4)),), {"axis": (1,)})],
               reference=lambda x, axis=None: np.asarray(np.prod([x.shape[a] for a in normalize_axes(axis, x.ndim)]), float),
-              family="shape", doc="The number of elements of x over axis, as a float scalar.")
+              family="shape", doc="The number of elements of x over axis, as a float scalar.",
+              attrs={"axis": attributes.Axis(many=True, none=True)})
 
 
 def _part_slices(shapes, axis, index):
@@ -463,7 +459,8 @@ concat_part = _view_op(
              Sample((np.arange(12.0).reshape(2, 6), np.zeros((2, 3)), np.zeros((2, 3))), {"axis": -1, "index": 0},
                     label="last axis", constant_inputs=(1, 2))],
     lambda g, *inputs, axis=0, index=0: g[_part_slices([x.shape for x in inputs], axis, index)],
-    "The part of a concat's gradient that belongs to input ``index``.")
+    "The part of a concat's gradient that belongs to input ``index``.",
+    attrs={"axis": attributes.Axis(), "index": attributes.Int(minimum=0)})
 
 
 def _select_slices(rank, axis, index):
@@ -485,4 +482,5 @@ select_index = _view_op(
     lambda: [Sample((np.arange(12.0).reshape(3, 4),), {"axis": 1, "index": 2}),
              Sample((np.arange(3.0),), {"axis": 0, "index": 1}, label="rank 1 to rank 0")],
     lambda g, axis=0, index=0: g[_select_slices(g.ndim, axis, index)],
-    "Index ``index`` of axis ``axis`` (a view): the part of a stack's gradient for one input.")
+    "Index ``index`` of axis ``axis`` (a view): the part of a stack's gradient for one input.",
+    attrs={"axis": attributes.Axis(), "index": attributes.Int()})

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from graphview import dtypes, indexing
+from graphview import attributes, dtypes, indexing
 from graphview.errors import ExecutionError, GraphviewError, IndexDescriptorError, ShapeError
 from graphview.indexing import Index
 from graphview.registry import defop, default_graph, public
@@ -185,7 +185,7 @@ _create_view = defop(
     shape=lambda x, *dynamic, descriptors: view_shape(x, descriptors, dynamic),
     kernel=lambda x, *dynamic, descriptors: apply_view(x, descriptors, dynamic),
     vjp=_create_view_vjp, view=True, accepts=dtypes.ALL, promote_inputs=(0,), samples=_create_view_samples,
-    reference=_create_view_reference, family="shape",
+    reference=_create_view_reference, family="shape", attrs={"descriptors": attributes.Descriptors(1, DYNAMIC)},
     doc="The view of x selected by INT64 index descriptors (point, interval, all, new axis); never a copy.")
 
 
@@ -225,7 +225,7 @@ scatter_view = defop(
     vjp=lambda grad, out, values, like, *dynamic, descriptors:
         (_create_view(grad, *dynamic, descriptors=descriptors), None) + (None,) * len(dynamic),
     promote_inputs=(0,), accepts=dtypes.NUMERIC, samples=_scatter_view_samples, reference=_scatter_view_reference,
-    family="shape", doc="Zeros of like's shape with values written into the view the descriptors select.")
+    family="shape", attrs={"descriptors": attributes.Descriptors(1, DYNAMIC)}, doc="Zeros of like's shape with values written into the view the descriptors select.")
 
 
 @public("shape")
@@ -345,7 +345,7 @@ def _gather_samples():
 _gather = defop("gather", shape=_gather_shape, kernel=_gather_kernel, dtype=_gather_dtype, vjp=_gather_vjp,
                 accepts=dtypes.ALL, samples=_gather_samples,
                 reference=lambda x, indices, axis=0: np.take(x, indices, axis=axis), family="shape",
-                doc="x[..., indices, ...] along axis: the copying op for integer-array indices.")
+                attrs={"axis": attributes.Axis()}, doc="x[..., indices, ...] along axis: the copying op for integer-array indices.")
 
 
 @public("shape")
@@ -399,5 +399,5 @@ _scatter_add = defop(
     promote_inputs=(0,), accepts=dtypes.NUMERIC,
     samples=lambda: [Sample((np.arange(8.0).reshape(4, 2), np.array([1, 1, 0, -1]), np.zeros((3, 2))), {"axis": 0},
                             label="repeated", constant_inputs=(1, 2))],
-    reference=_scatter_add_reference, family="shape",
+    reference=_scatter_add_reference, family="shape", attrs={"axis": attributes.Axis(input="like")},
     doc="Zeros of like's shape with values added at indices along axis: the gradient of gather.")

@@ -1,0 +1,261 @@
+"""Op attributes are declared once (gv.attrs) and checked alike when an op is built and when a file is loaded."""
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+import graphview as gv
+from graphview import registry
+from optable import all_samples, build
+
+
+@pytest.fixture
+def g():
+    return gv.Graph("attributes")
+
+
+# --- seeds (issue 13 item 4) ----------------------------------------------------------------------
+
+BAD_SEEDS = [-1, 2**64, 2**70, 1.5, "x", True, None]
+
+
+DRAWS = {
+    "dropout": lambda g, seed: g.nn.dropout(g.placeholder("x", (3,)), 0.5, seed=seed),
+    "dropout op": lambda g, seed: registry.op("dropout")(g.placeholder("x", (3,)), rate=0.5, seed=seed),
+    "normal": lambda g, seed: g.random.normal((2,), seed=seed),
+    "uniform": lambda g, seed: g.random.uniform((2,), seed=seed),
+    "normal op": lambda g, seed: _in(g, lambda: registry.op("normal")(shape=(2,), dtype="float64", seed=seed,
+                                                                      mean=0.0, std=1.0)),
+}
+
+
+def _in(g, call):
+    token = registry.default_graph.set(g)
+    try:
+        return call()
+    finally:
+        registry.default_graph.reset(token)
+
+
+@pytest.mark.parametrize("seed", BAD_SEEDS, ids=repr)
+@pytest.mark.parametrize("draw", sorted(DRAWS))
+def test_every_seeded_op_refuses_a_seed_outside_0_to_2_to_the_64_when_built(g, draw, seed):
+    if seed is None and not draw.endswith(" op"):
+        pytest.skip("seed=None asks the public function for a seed derived from the node's name")
+    draw = DRAWS[draw]
+    before = len(g.nodes())
+    with pytest.raises(gv.OpArgumentError, match=r"attribute 'seed': .* is not a seed: a seed is an int in "
+                                                 r"\[0, 2\*\*64\)"):
+        draw(g, seed)
+    assert len(g.nodes()) <= before + 1   # at most the placeholder: no op node
+
+
+def test_seeds_of_any_integer_type_up_to_2_to_the_64_run(g):
+    x = g.placeholder("x", (4,))
+    top = g.nn.dropout(x, 0.5, seed=2**64 - 1)
+    typed = g.nn.dropout(x, 0.5, seed=np.uint64(7))
+    draw = g.random.uniform((3,), seed=np.int32(0))
+    values = g.output({"x": np.ones(4)}, [top, typed, draw])
+    assert typed.node.attributes["seed"] == 7 and type(typed.node.attributes["seed"]) is int
+    assert values[draw.name].shape == (3,) and set(np.unique(values[top.name])) <= {0.0, 2.0}
+
+
+@pytest.mark.parametrize("rate, message", [(1.0, r"1.0 is not in \[0.0, 1.0\)"), (-0.5, "not in"),
+                                           (float("nan"), "nan is not in"), ("x", "'x' is not a number")])
+def test_dropout_rate_is_checked_by_its_declaration(g, rate, message):
+    with pytest.raises(gv.OpArgumentError, match=f"dropout: attribute 'rate': .*{message}"):
+        g.nn.dropout(g.placeholder("x", (3,)), rate, seed=1)
+
+
+# --- axes (issue 13 item 5) -------------------------------------------------------------------------
+
+def _axis_ops(g, axis):
+    """Every op taking an axis, called with ``axis`` on a (2, 3) input (and a (2, 3) second input)."""
+    x = g.placeholder("x", (2, 3))
+    y = g.placeholder("y", (2, 3))
+    lengths = g.placeholder("lengths", (2,), "int64")
+    return {
+        "sum": lambda: g.math.sum(x, axis), "mean": lambda: g.math.mean(x, axis), "max": lambda: g.math.max(x, axis),
+        "min": lambda: g.math.min(x, axis), "prod": lambda: g.math.prod(x, axis),
+        "logsumexp": lambda: g.math.logsumexp(x, axis), "argmax": lambda: g.math.argmax(x, axis),
+        "argmin": lambda: g.math.argmin(x, axis), "softmax": lambda: g.nn.softmax(x, axis),
+        "log_softmax": lambda: g.nn.log_softmax(x, axis), "concat": lambda: g.shape.concat([x, y], axis),
+        "stack": lambda: g.shape.stack([x, y], axis), "expand_dims": lambda: g.shape.expand_dims(x, axis),
+        "squeeze": lambda: g.shape.squeeze(g.placeholder("one", (2, 1)), axis),
+        "gather": lambda: g.shape.gather(x, np.array([0]), axis),
+        "numel": lambda: registry.op("numel")(x, axis=axis),
+        "masked_sum": lambda: gv.masked_sum(x, lengths, axis=axis, time_axis=1),
+        "masked_sum time_axis": lambda: gv.masked_sum(x, lengths, axis=1, time_axis=axis),
+        "masked_softmax batch_axis": lambda: gv.masked_softmax(x, lengths, batch_axis=axis, time_axis=1),
+        "split_axis": lambda: registry.op("split_axis")(x, axis=axis, sizes=(-1,)),
+    }
+
+
+AXIS_OPS = sorted(_axis_ops(gv.Graph(), 0))
+
+
+@pytest.mark.parametrize("op", AXIS_OPS)
+def test_every_axis_takes_numpy_integers(g, op):
+    axis = np.int64(0) if op not in ("squeeze", "masked_sum time_axis") else np.int32(1 if op == "squeeze" else 1)
+    if op.startswith("masked_softmax"):
+        axis = np.int64(0)
+    result = _axis_ops(g, axis)[op]()
+    assert isinstance(result, gv.Variable)
+    assert not any(_holds_numpy(value) for _, value in result.node.attrs), result.node.attrs
+
+
+def _holds_numpy(value):
+    return isinstance(value, np.generic) or (isinstance(value, tuple) and any(map(_holds_numpy, value)))
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.5, "0", [0.5], True])
+@pytest.mark.parametrize("op", AXIS_OPS)
+def test_every_axis_refuses_what_is_not_an_integer(g, op, bad):
+    if isinstance(bad, list) and op in ("sum", "mean", "max", "min", "prod", "logsumexp", "squeeze", "numel",
+                                        "expand_dims", "masked_sum"):
+        match = r"\(0.5,\) holds 0.5, which is not an int"
+    else:
+        match = "is not an int"
+    with pytest.raises(gv.OpArgumentError, match=f"attribute '(axis|time_axis|batch_axis)': .*{match}"):
+        _axis_ops(g, bad)[op]()
+
+
+@pytest.mark.parametrize("op", [op for op in AXIS_OPS if op not in ("sum", "mean", "max", "min", "prod", "logsumexp",
+                                                                     "argmax", "argmin", "squeeze", "numel",
+                                                                     "masked_sum")])
+def test_none_is_refused_where_an_axis_is_required(g, op):
+    with pytest.raises(gv.OpArgumentError, match="None is not an int"):
+        _axis_ops(g, None)[op]()
+
+
+@pytest.mark.parametrize("op", AXIS_OPS)
+def test_an_axis_out_of_range_is_a_shape_error_naming_op_input_and_rank(g, op):
+    with pytest.raises(gv.ShapeError, match=r"attribute '\w+': axis 7 is out of range for input \d \('\w+'\) of "
+                                            r"rank \d") as caught:
+        _axis_ops(g, 7)[op]()
+    assert str(caught.value).startswith(op.split()[0])
+
+
+def test_expand_dims_with_a_numpy_integer_is_the_view_numpy_gives(g):
+    x = g.placeholder("x", (3,))
+    y = g.shape.expand_dims(x, np.int64(0))
+    z = g.shape.expand_dims(x, (np.int64(0), np.int32(-1)))
+    values = g.output({"x": np.arange(3.0)}, [y, z])
+    assert values[y.name].shape == (1, 3) and values[z.name].shape == (1, 3, 1)
+    with pytest.raises(gv.ShapeError, match=r"expand_dims: attribute 'axis': axis 2 is out of range for input 0 "
+                                            r"\('x'\) of rank 1 \(the result's 2 axes: axes -2..1\)"):
+        g.shape.expand_dims(x, 2)
+    with pytest.raises(gv.ShapeError, match=r"names an axis twice"):
+        g.math.sum(g.placeholder("m", (2, 3)), (1, -1))
+
+
+def test_perm_entries_stay_shape_errors_and_must_be_a_permutation(g):
+    m = g.placeholder("m", (2, 3))
+    assert g.shape.permute(m, (np.int64(1), np.int64(0))).shape == (3, 2)
+    with pytest.raises(gv.ShapeError, match=r"permute: attribute 'perm': \(0, 0\) is not a permutation of the 2 axes"):
+        registry.op("permute")(m, perm=(0, 0))
+
+
+# --- every built-in attribute is declared, and loading refuses what building refuses (item 10) ----
+
+def test_every_built_in_op_declares_every_attribute_its_samples_use():
+    missing = []
+    for definition in registry.definitions():
+        used = {key for sample in (definition.samples() if definition.samples else ()) for key in sample.attrs}
+        missing += [f"{definition.name}.{key}" for key in sorted(used - set(definition.attributes))]
+    assert not missing, f"attributes without a gv.attrs declaration: {', '.join(missing)}"
+
+
+BAD_VALUES = ["x", None, 1.5, -1, 2**64, [1, "a"], [0.5], True]
+
+
+def _sample_cases():
+    seen, cases = set(), []
+    for name, index, sample in all_samples():
+        if sample.attrs and name not in seen:
+            seen.add(name)
+            cases.append((name, index, sample))
+    return cases
+
+
+@pytest.mark.parametrize("case", _sample_cases(), ids=lambda case: case[0])
+def test_a_value_building_refuses_is_refused_when_loaded(case, tmp_path):
+    name, _, sample = case
+    graph, output, _ = build(name, sample)
+    graph.save(tmp_path / "good.gvz")
+    with zipfile.ZipFile(tmp_path / "good.gvz") as archive:
+        members = {member: archive.read(member) for member in archive.namelist()}
+    for key in sample.attrs:
+        for bad in BAD_VALUES:
+            try:
+                build(name, gv.Sample(sample.inputs, {**sample.attrs, key: bad}))
+            except gv.GraphviewError:
+                pass
+            else:
+                continue
+            document = json.loads(members["graph.json"])
+            node = next(n for n in document["nodes"] if n["name"] == output.name)
+            node["attrs"] = [[k, bad if k == key else v] for k, v in node["attrs"]]
+            path = tmp_path / "bad.gvz"
+            with zipfile.ZipFile(path, "w") as archive:
+                for member, data in {**members, "graph.json": json.dumps(document)}.items():
+                    archive.writestr(member, data)
+            with pytest.raises(gv.GraphFileError, match=rf"node \d+ \({output.name!r}\)"):
+                gv.load(path)
+
+
+# --- a second declaration of the same name (issue 14 item 5) -------------------------------------
+
+SOURCE = '''
+import numpy as np
+import graphview as gv
+
+def double_kernel(x, out):
+    out[...] = x * {factor}
+
+double = gv.defop("test_double", shape=lambda x: x, kernel=double_kernel, differentiable=False,
+                  namespace="math", attrs={{}})
+'''
+
+
+def _run_cell(source, filename):
+    scope = {}
+    exec(compile(source, filename, "exec"), scope)
+    return scope["double"]
+
+
+@pytest.fixture
+def clean_registry():
+    yield
+    for table in (registry._REGISTRY, registry._CALLABLES, registry.NAMESPACES["math"]):
+        table.pop("test_double", None)
+
+
+def test_declaring_the_same_op_again_replaces_it(clean_registry, g):
+    first = _run_cell(SOURCE.format(factor=2), "<cell 1>")
+    second = _run_cell("\n\n" + SOURCE.format(factor=2), "<cell 2>")   # the same cell, re-run lower down
+    assert second is not first
+    assert registry.op("test_double") is second and registry.get("test_double") is second.definition
+    assert g.math.test_double.__wrapped__ is second
+    y = g.math.test_double(g.placeholder("x", (2,)))
+    np.testing.assert_array_equal(y.eval({"x": np.array([1.0, 2.0])}), [2.0, 4.0])
+
+
+def test_declaring_another_op_under_a_taken_name_says_where_the_first_came_from(clean_registry):
+    first = _run_cell(SOURCE.format(factor=2), "<cell 1>")
+    with pytest.raises(gv.GraphviewError, match=r"an op named 'test_double' is already registered, declared at "
+                                                r"<cell 1>:8, and this declaration at <cell 2>:8 differs in its "
+                                                r"kernel; give the new op another name"):
+        _run_cell(SOURCE.format(factor=3), "<cell 2>")
+    with pytest.raises(gv.GraphviewError, match="differs in its namespaces"):
+        _run_cell(SOURCE.format(factor=2).replace('namespace="math"', 'namespace="nn"'), "<cell 3>")
+    assert registry.op("test_double") is first
+
+
+def test_a_built_in_name_cannot_be_taken_by_a_different_op():
+    with pytest.raises(gv.GraphviewError, match=r"an op named 'add' is already registered, declared at "
+                                                r".*graphview/ops/math.py:\d+, and this declaration at "
+                                                r".*test_attributes.py:\d+ differs"):
+        gv.defop("add", shape=lambda x, y: x, kernel=lambda x, y, out: None)
+    assert registry.get("add").family == "elementwise"

@@ -1,4 +1,5 @@
-"""Architecture decision records: parse them, check them, and list, create, index and graph them."""
+"""Architecture decision records: parse them, check them, and list, create, change the status of, index and graph
+them."""
 from graphview.adr.check import Problem, check
 from graphview.adr.cli import main, register
 from graphview.adr.folder import AdrFolder

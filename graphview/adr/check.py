@@ -11,6 +11,8 @@ from graphview.adr.record import heading_key
 SECTIONS = ("Status", "Context", "Decision", "Consequences")
 CONSEQUENCES = ("Advantages", "Disadvantages")
 STATUS_HELP = "Proposed, Discussion, Accepted, Implemented, Rejected or Superseded by NNNN"
+# The statuses of a decision that has been taken: its governed paths must exist, and it may supersede others.
+TAKEN = ("Accepted", "Implemented", "Superseded by")
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -41,7 +43,8 @@ def check(folder):
 def _record_problems(number, record, folder):
     return (_title_problems(number, record) + _section_problems(record) + _status_problems(number, record, folder)
             + _attribution_problems(record) + _governs_problems(record, folder)
-            + _relates_problems(number, record, folder) + _link_problems(record))
+            + _relates_problems(number, record, folder) + _supersedes_problems(number, record, folder)
+            + _link_problems(record))
 
 
 def _title_problems(number, record):
@@ -87,8 +90,15 @@ def _status_problems(number, record, folder):
                         f"unknown status {record.status_text!r}; expected {STATUS_HELP}")]
     if record.status == "Superseded by" and not record.superseded_by:
         return [Problem(record.path, record.status_line, "'Superseded by' names no record number")]
-    return [Problem(record.path, record.status_line, _missing_target("Superseded by", target, number))
-            for target in record.superseded_by if target == number or not folder.find(target)]
+    problems = []
+    for target in record.superseded_by:
+        if target == number or not folder.find(target):
+            problems.append(Problem(record.path, record.status_line, _missing_target("Superseded by", target, number)))
+        elif (newer := folder.record(target)) is not None and newer.status not in TAKEN:
+            problems.append(Problem(record.path, record.status_line, f"superseded by {target:04d}, whose status is "
+                                    f"{newer.status_text or '(none)'!r}; only an Accepted or Implemented record "
+                                    f"supersedes another (run 'graphview adr status {target:04d} Accepted')"))
+    return problems
 
 
 def _missing_target(what, target, number):
@@ -125,20 +135,27 @@ def _governs_problems(record, folder):
                         "no 'Governs:' line listing the repository paths this decision shapes")]
     if not record.governs:
         return [Problem(record.path, field.line, "'Governs:' lists no paths")]
+    # A proposal may name the files it would create; once a decision is taken (or its status is unknown), they exist.
+    must_exist = record.status not in ("Proposed", "Discussion", "Rejected")
     return [Problem(record.path, field.line, message) for path in record.governs
-            for message in [_governs_path_problem(path, folder.root)] if message]
+            for message in [_governs_path_problem(path, folder.root, must_exist)] if message]
 
 
-def _governs_path_problem(path, root):
-    """Why ``path`` (relative to the repository root) is not an existing repository path, or None."""
+def _governs_path_problem(path, root, must_exist=True):
+    """Why ``path`` (relative to the repository root) is not a repository path (one that exists, if
+    ``must_exist``), or None."""
     if os.path.isabs(path) or os.path.normpath(path).split(os.sep)[0] == "..":
         return f"Governs path {path!r} is outside the repository (paths are relative to {root})"
     full = os.path.join(root, path)
     if any(char in path for char in "*?["):
-        return None if glob.glob(full, recursive=True) else f"Governs pattern {path!r} matches nothing"
-    if path.endswith("/") and not os.path.isdir(full):
+        if must_exist and not glob.glob(full, recursive=True):
+            return f"Governs pattern {path!r} matches nothing"
+        return None
+    if path.endswith("/") and not os.path.isdir(full) and (must_exist or os.path.exists(os.path.normpath(full))):
         return f"Governs path {path!r} is not a directory in the repository"
-    return None if os.path.exists(full) else f"Governs path {path!r} does not exist in the repository"
+    if must_exist and not os.path.exists(full):
+        return f"Governs path {path!r} does not exist in the repository"
+    return None
 
 
 def _relates_problems(number, record, folder):
@@ -149,6 +166,22 @@ def _relates_problems(number, record, folder):
             problems.append(Problem(record.path, field.line, f"'Relates to:' item {item!r} is not a record number"))
         elif target == number or not folder.find(target):
             problems.append(Problem(record.path, field.line, _missing_target("Relates to", target, number)))
+    return problems
+
+
+def _supersedes_problems(number, record, folder):
+    """``Supersedes:`` names existing records whose status says ``Superseded by`` this one."""
+    field = record.field("supersedes")
+    problems = []
+    for item, target in record.supersedes:
+        if target is None:
+            problems.append(Problem(record.path, field.line, f"'Supersedes:' item {item!r} is not a record number"))
+        elif target == number or not folder.find(target):
+            problems.append(Problem(record.path, field.line, _missing_target("Supersedes", target, number)))
+        elif (older := folder.record(target)) is not None and number not in older.superseded_by:
+            problems.append(Problem(record.path, field.line, f"supersedes {target:04d}, whose status is "
+                                    f"{older.status_text or '(none)'!r}, not 'Superseded by {number:04d}' "
+                                    f"(run 'graphview adr supersede {target:04d} {number:04d}')"))
     return problems
 
 

@@ -1,13 +1,16 @@
-"""`graphview adr {list,new,check,index,graph}`: argument parsing and the five commands.
+"""`graphview adr {list,new,status,supersede,check,index,graph}`: argument parsing and the seven commands.
 
 The `graphview` command calls ``register(subparsers)``; after parsing, ``args.func(args)`` runs the chosen
 command and returns its exit status. ``main(argv)`` runs the same commands on their own (``python -m graphview.adr``).
-Exit status: 0 success (and a clean check), 1 problems found by check, 2 usage error (one line on stderr).
+Exit status: 0 success (and a clean check), 1 problems found by check (for status and supersede: in the records they
+rewrote), 2 usage error (one line on stderr).
 """
 import argparse
 import os
+import re
 import sys
 
+from graphview.adr import lifecycle
 from graphview.adr.check import check
 from graphview.adr.folder import AdrFolder
 from graphview.adr.graph import link_graph, to_dot
@@ -31,7 +34,7 @@ def _one_line_error(parser, message):
 
 def register(subparsers):
     """Add the ``adr`` sub-command to ``subparsers`` (from ``parser.add_subparsers()``); return its parser."""
-    parser = subparsers.add_parser("adr", help="list, create, check, index and graph the decision records",
+    parser = subparsers.add_parser("adr", help="list, create, change, check, index and graph the decision records",
                                    description="Manage the architecture decision records in adr/.")
     _configure(parser)
     return parser
@@ -46,10 +49,37 @@ def _configure(parser):
     commands.add_parser("list", parents=[common], help="print number, title, status and date of each record")
     new = commands.add_parser("new", parents=[common], help="write the next record from the template")
     new.add_argument("title", help="the record's title, e.g. \"Graph file format\"")
-    new.add_argument("--author", default="graphview team", help="the 'Proposed by:' name")
+    new.add_argument("--author", default="graphview team",
+                     help="the name on the 'Proposed by:' line (default: graphview team)")
+    status = commands.add_parser("status", parents=[common], help="set a record's status, then rewrite the index")
+    status.add_argument("number", type=_number, help="the record's number, e.g. 0005")
+    status.add_argument("status", nargs="+", help="Proposed, Discussion, Accepted, Implemented, Rejected, "
+                                                  "or Superseded by NNNN")
+    supersede = commands.add_parser("supersede", parents=[common],
+                                    help="mark OLD 'Superseded by NEW' and NEW 'Supersedes: OLD', then rewrite "
+                                         "the index; NEW must be Accepted or Implemented")
+    supersede.add_argument("old", type=_number, help="the record that is replaced")
+    supersede.add_argument("new", type=_number, help="the record that replaces it")
     commands.add_parser("check", parents=[common], help="report problems with file and line; exit 1 if any")
     commands.add_parser("index", parents=[common], help="regenerate README.md, the table of all records")
     commands.add_parser("graph", parents=[common], help="print the supersedes/relates-to links as DOT")
+
+
+def _number(text):
+    match = re.fullmatch(r"\s*(?:adr[-\s]?)?(\d{1,4})\s*", text, re.IGNORECASE)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a record number like 0005")
+    return int(match.group(1))
+
+
+def _typed(text):
+    """An argument as it was typed: under a locale that is not UTF-8, Python hands UTF-8 bytes over as lone
+    surrogates (PEP 383), which would turn "über" into "ber" and could not be written to a UTF-8 file."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return os.fsencode(text).decode("utf-8", "replace")
 
 
 def run(args):
@@ -61,11 +91,13 @@ def run(args):
     folder = AdrFolder(args.dir)
     if args.adr_command == "new":
         try:
-            print(new_record(folder, args.title, author=args.author))
+            print(new_record(folder, _typed(args.title), author=_typed(args.author)))
         except (ValueError, FileExistsError) as error:
             print(f"{prog}: error: {error}", file=sys.stderr)
             return USAGE_ERROR
         return 0
+    if args.adr_command in ("status", "supersede"):
+        return _change(folder, args, prog)
     if args.adr_command == "check":
         return _check(folder)
     for entry in folder.entries:
@@ -79,6 +111,27 @@ def run(args):
     else:
         sys.stdout.write(to_dot(link_graph(folder)))
     return 0
+
+
+def _change(folder, args, prog):
+    """Rewrite the records a status change touches and the index, print each path; then check those records."""
+    try:
+        if args.adr_command == "status":
+            edits = lifecycle.set_status(folder, args.number, " ".join(args.status))
+        else:
+            edits = lifecycle.supersede(folder, args.old, args.new)
+    except lifecycle.AdrCommandError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    lifecycle.write(edits)
+    folder = AdrFolder(folder.directory)
+    for path in sorted(edits):
+        print(path)
+    print(write_index(folder))
+    problems = [problem for problem in check(folder) if problem.path in edits]
+    for problem in problems:
+        print(f"{prog}: {problem}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def _check(folder):

@@ -1,12 +1,11 @@
 """The ADR folder: which files are records, their numbers, and the repository they belong to."""
 import dataclasses
 import os
-import re
 
+from graphview.adr.names import record_number
 from graphview.adr.record import RecordParseError, parse
 
 INDEX_NAME = "README.md"
-RECORD_NAME = re.compile(r"^(?P<number>\d{4})-(?P<slug>[a-z0-9]+(?:-[a-z0-9]+)*)\.md$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,8 +32,7 @@ class AdrFolder:
 
     def _read(self, name):
         path = os.path.join(self.directory, name)
-        match = RECORD_NAME.match(name)
-        number = int(match.group("number")) if match else None
+        number = record_number(name)
         try:
             return Entry(name, path, number, record=parse(path))
         except RecordParseError as error:
@@ -53,3 +51,8 @@ class AdrFolder:
     def find(self, number):
         """The well-named entries with this number."""
         return [e for e in self.entries if e.number == number]
+
+    def record(self, number):
+        """The record numbered ``number`` if exactly one file has that number and it parses, else None."""
+        entries = self.find(number)
+        return entries[0].record if len(entries) == 1 else None

@@ -4,7 +4,8 @@ import networkx as nx
 
 def link_graph(folder):
     """A DiGraph with a node per record and an edge per link that points at an existing record:
-    ``new -> old`` (kind "supersedes") for ``Superseded by``, ``a -> b`` (kind "relates to") for ``Relates to``."""
+    ``new -> old`` (kind "supersedes") for ``Superseded by`` and ``Supersedes:``, ``a -> b`` (kind "relates to")
+    for ``Relates to``."""
     graph = nx.DiGraph()
     records = dict(folder.records())
     for number, record in records.items():
@@ -13,6 +14,9 @@ def link_graph(folder):
         for newer in record.superseded_by:
             if newer in records and newer != number:
                 graph.add_edge(newer, number, kind="supersedes")
+        for _, older in record.supersedes:
+            if older in records and older != number:
+                graph.add_edge(number, older, kind="supersedes")
         for _, target in record.relates_to:
             if target in records and target != number and not graph.has_edge(number, target):
                 graph.add_edge(number, target, kind="relates to")

@@ -1,9 +1,9 @@
 """`adr new "Title"`: the next record, from the template, status Proposed, dated today."""
 import datetime
 import os
-import re
 
 from graphview.adr.dates import long_form
+from graphview.adr.names import slug
 
 TEMPLATE = """# {title}
 
@@ -31,11 +31,6 @@ What we will do, stated so that a reviewer can check the code against it.
 
 * What gets harder, and what we give up.
 """
-
-
-def slug(title):
-    """The kebab-case file-name form of ``title``: "Graph file format (v1)" -> "graph-file-format-v1"."""
-    return "-".join(re.findall(r"[a-z0-9]+", title.lower()))
 
 
 def new_record(folder, title, author="graphview team", today=None):

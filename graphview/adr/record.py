@@ -7,10 +7,11 @@ from graphview.errors import GraphviewError
 
 STATUSES = ("Proposed", "Discussion", "Accepted", "Implemented", "Rejected", "Superseded by")
 FIELDS = {"proposed by": "proposed", "discussed with": "discussed", "finalized by": "finalized",
-          "governs": "governs", "relates to": "relates"}
+          "governs": "governs", "relates to": "relates", "supersedes": "supersedes"}
+LISTS = ("governs", "relates", "supersedes")       # fields whose comma-separated values may go on over lines
 
-_FIELD = re.compile(r"^\s*(?:[-*+]\s+)?\**\s*(?P<key>proposed by|discussed with|finalized by|governs|relates to)"
-                    r"\s*\**\s*:\s*\**\s*(?P<value>.*?)\s*$", re.IGNORECASE)
+FIELD_LINE = re.compile(r"^\s*(?:[-*+]\s+)?\**\s*(?P<key>proposed by|discussed with|finalized by|governs"
+                        r"|relates to|supersedes)\s*\**\s*:\s*\**\s*(?P<value>.*?)\s*$", re.IGNORECASE)
 _HEADING = re.compile(r"^(?P<hashes>#{1,6})\s+(?P<text>.*?)(?:\s+#+)?\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 # A number the title may carry: "0002 Graph", "0002: Graph", "ADR 2 - Graph", "ADR-0002: Graph", "2. Graph".
@@ -34,9 +35,11 @@ class RecordParseError(GraphviewError):
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-    """A ``Key: value`` line (Proposed by, Governs, ...) and where it is."""
+    """A ``Key: value`` line (Proposed by, Governs, ...), where it is, and every line it spans (a list that goes
+    on over lines, or a key written twice)."""
     value: str
     line: int
+    lines: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,10 +83,18 @@ class Record:
     @property
     def relates_to(self):
         """(item, number or None) for each comma-separated item of ``Relates to:``."""
-        relates = self.field("relates")
-        if relates is None:
+        return self._numbered_items("relates")
+
+    @property
+    def supersedes(self):
+        """(item, number or None) for each comma-separated item of ``Supersedes:``."""
+        return self._numbered_items("supersedes")
+
+    def _numbered_items(self, name):
+        field = self.field(name)
+        if field is None:
             return []
-        items = [item.strip() for item in relates.value.split(",") if item.strip()]
+        items = [item.strip() for item in field.value.split(",") if item.strip()]
         return [(item, _first_number(item)) for item in items]
 
     @property
@@ -137,10 +148,10 @@ def parse(path, text=None):
         if heading:
             headings.append((len(heading.group("hashes")), heading.group("text"), number))
             continue
-        field = _FIELD.match(line)
+        field = FIELD_LINE.match(line)
         if continued and not field and line.strip():     # a list that ended with a comma goes on
             value = f"{fields[continued].value} {_strip_emphasis(line)}"
-            fields[continued] = Field(value, fields[continued].line)
+            fields[continued] = Field(value, fields[continued].line, fields[continued].lines + (number,))
             continued = continued if value.endswith(",") else None
             continue
         continued = None
@@ -148,11 +159,11 @@ def parse(path, text=None):
             name = FIELDS[field.group("key").lower()]
             value = _strip_emphasis(field.group("value"))
             if name in fields:       # a field written on two lines: keep the first line, join the values
-                value = f"{fields[name].value}, {value}" if name in ("governs", "relates") else fields[name].value
-                fields[name] = Field(value, fields[name].line)
+                value = f"{fields[name].value}, {value}" if name in LISTS else fields[name].value
+                fields[name] = Field(value, fields[name].line, fields[name].lines + (number,))
             else:
-                fields[name] = Field(value, number)
-            continued = name if name in ("governs", "relates") and value.endswith(",") else None
+                fields[name] = Field(value, number, (number,))
+            continued = name if name in LISTS and value.endswith(",") else None
         for target in re.findall(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", re.sub(r"`[^`]*`", "", line)):
             links.append((target, number))
     titles = [(text_, line) for level, text_, line in headings if level == 1]
@@ -179,6 +190,6 @@ def _status(lines, headings):
     end = next((line for level, _, line in headings if line > start and level <= 2), len(lines) + 1)
     for number in range(start + 1, end):
         text = lines[number - 1].strip()
-        if text and not _FIELD.match(text):
+        if text and not FIELD_LINE.match(text):
             return _strip_emphasis(text), number
     return None, start

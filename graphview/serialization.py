@@ -99,6 +99,8 @@ def _path(path, what):
         shown = os.fsdecode(shown)
     if not shown:
         raise GraphFileError(f"{what}the graph file path is empty")
+    if "\0" in shown:
+        raise GraphFileError(f"{what}the graph file path {shown!r} holds a NUL character, which no file name can")
     return shown
 
 
@@ -111,7 +113,8 @@ def _replacing(path):
     """
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise GraphFileError(f"{path}: cannot write the graph file: the folder {folder} does not exist")
+        missing = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise GraphFileError(f"{path}: cannot write the graph file: the folder {folder} {missing}")
     for _ in range(100):
         temporary = os.path.join(folder, f".graphview-{secrets.token_hex(6)}.tmp")
         try:

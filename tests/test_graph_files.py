@@ -143,3 +143,13 @@ def test_a_placeholder_too_large_for_an_array_is_refused_on_load(tmp_path):
 def test_a_shape_that_fits_still_loads(tmp_path):
     path = _resized(tmp_path, {"x": [2**40, 1], "same": [2**40, 16]})
     assert gv.load(path).node("same").shape == (2**40, 16)
+
+
+def test_paths_no_file_can_have_are_graph_file_errors(tmp_path):
+    with pytest.raises(gv.GraphFileError, match="save: the graph file path 'a\\\\x00b' holds a NUL character"):
+        _graph().save("a\0b")
+    with pytest.raises(gv.GraphFileError, match="the graph file path 'a\\\\x00b' holds a NUL character"):
+        gv.load("a\0b")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(gv.GraphFileError, match=f"the folder {tmp_path / 'file'} is not a folder"):
+        _graph().save(tmp_path / "file" / "x.gvz")

@@ -5,11 +5,18 @@ kernels) against PyTorch eager and jax.jit, in the same run, float32 and
 float64. PyTorch and JAX are optional (the ``compare`` extra); a missing one
 is reported and skipped.
 
-    python benchmarks/bench_train.py [--steps 300] [--repeats 5]
+    python benchmarks/bench_train.py [--steps 300] [--repeats 5] [--threads N]
 
-A "step" is everything one training iteration does once the batch is in
-memory: forward, loss, backward and the parameter update. The figure is the
-median over repeats of the mean time per step.
+Two kinds of figure. A "step" is everything one training iteration does once
+the batch is in memory: forward, loss, backward and the parameter update. A
+"fit step" also includes the data handling: one epoch of 20 shuffled batches
+from arrays of 5,120 examples, through ``g.fit(ArrayDataSet >> Shuffle >>
+Batch(256))`` for graphview, and for PyTorch both through a
+``DataLoader(TensorDataset, batch_size=256, shuffle=True)`` and through a
+hand-written loop (``randperm`` and one index per tensor per batch), divided
+by the 20 steps. Each figure is the median over repeats of the mean time per
+step. ``--threads`` sets the BLAS threads (graphview, through threadpoolctl)
+and PyTorch's threads; by default each library uses its own default.
 """
 import argparse
 import os
@@ -20,6 +27,15 @@ import numpy as np
 
 FEATURES, HIDDEN, CLASSES, BATCH = 64, 128, 10, 256
 LEARNING_RATE, MOMENTUM = 0.05, 0.9
+BATCHES = 20        # batches per epoch in the fit figures
+THREADS = None      # --threads
+
+
+def epoch_data(dtype, seed=1):
+    """One epoch of examples for the fit figures."""
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(BATCHES * BATCH, FEATURES)).astype(dtype),
+            rng.integers(0, CLASSES, BATCHES * BATCH).astype(np.int64))
 
 
 def problem(dtype, seed=0):
@@ -74,37 +90,73 @@ def graphview_step(dtype):
 
 
 def graphview_fit_step(dtype):
-    """The same step through g.fit (pipeline batches, history, hooks): one epoch of 20 batches per call."""
+    """One epoch through g.fit: the pipeline slices shuffled batches from the arrays, then the steps run."""
     import graphview as gv
-    x, y, params = problem(dtype)
+    _, _, params = problem(dtype)
     g = graphview_model("bench-fit", dtype, params)
-    batches = 20
-    data = gv.data.ArrayDataSet({"x": np.tile(x, (batches, 1))}, {"y": np.tile(y, batches)}) >> gv.data.Batch(BATCH)
-    cached = list(data)
-    dataset = gv.data.IterableDataSet(lambda: cached)        # time the training loop, not the batching
+    x, y = epoch_data(dtype)
+    dataset = gv.data.ArrayDataSet({"x": x}, {"y": y}) >> gv.data.Shuffle(seed=0) >> gv.data.Batch(BATCH)
     config = gv.TrainingConfig(gv.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM), ["x"], ["y"])
 
     def epoch():
         g.fit(dataset, epochs=1, config=config, progress=False)
-    return epoch, batches
+    return epoch
 
 
-def torch_step(dtype):
+def torch_model(dtype):
     import torch
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
-    x, y, params = problem(dtype)
+    if THREADS:
+        torch.set_num_threads(THREADS)
+    _, _, params = problem(dtype)
     p = {name: torch.tensor(value, requires_grad=True) for name, value in params.items()}
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     optimizer = torch.optim.SGD(list(p.values()), lr=LEARNING_RATE, momentum=MOMENTUM)
 
-    def step():
+    def train(xt, yt):
         optimizer.zero_grad(set_to_none=True)
         logits = torch.relu(xt @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
         loss = torch.nn.functional.cross_entropy(logits, yt)
         loss.backward()
         optimizer.step()
         return loss.item()
-    return step
+    return train
+
+
+def torch_loader_fit_step(dtype):
+    """One epoch of PyTorch's idiomatic loop: DataLoader(TensorDataset, shuffle=True)."""
+    import torch
+    train = torch_model(dtype)
+    x, y = epoch_data(dtype)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)),
+                                         batch_size=BATCH, shuffle=True, generator=torch.Generator().manual_seed(0))
+
+    def epoch():
+        for xb, yb in loader:
+            train(xb, yb)
+    return epoch
+
+
+def torch_indexed_fit_step(dtype):
+    """One epoch of a hand-written PyTorch loop: a randperm, then one index per tensor per batch."""
+    import torch
+    train = torch_model(dtype)
+    x, y = epoch_data(dtype)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    generator = torch.Generator().manual_seed(0)
+
+    def epoch():
+        order = torch.randperm(len(xt), generator=generator)
+        for start in range(0, len(xt), BATCH):
+            rows = order[start:start + BATCH]
+            train(xt[rows], yt[rows])
+    return epoch
+
+
+def torch_step(dtype):
+    import torch
+    x, y, _ = problem(dtype)
+    train = torch_model(dtype)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    return lambda: train(xt, yt)
 
 
 def jax_step(dtype):
@@ -136,27 +188,45 @@ def jax_step(dtype):
 
 
 def main(argv=None):
+    global THREADS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="BLAS and PyTorch threads (default: theirs)")
     args = parser.parse_args(argv)
-    print(f"MLP {FEATURES}-{HIDDEN}-{CLASSES}, batch {BATCH}, SGD momentum {MOMENTUM}: "
-          f"median over {args.repeats} repeats of the mean of {args.steps} steps")
-    print(f"{'dtype':<8} {'framework':<28} {'ms/step':>9} {'vs torch':>9}")
+    THREADS = args.threads
+    if THREADS:
+        import scipy.linalg.cython_blas  # noqa: F401  (load the BLAS that Numba's np.dot calls, to limit it)
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(THREADS, user_api="blas")
+    print(f"MLP {FEATURES}-{HIDDEN}-{CLASSES}, batch {BATCH}, SGD momentum {MOMENTUM}, "
+          f"threads {THREADS or 'default'}: median over {args.repeats} repeats of the mean of {args.steps} steps")
+    print(f"{'dtype':<8} {'framework':<40} {'ms/step':>9} {'vs torch':>9}")
+    epochs = max(1, args.steps // BATCHES)
     for dtype in (np.float32, np.float64):
-        results = {}
-        results["graphview"] = timed(graphview_step(dtype), args.steps, args.repeats)
-        epoch, batches = graphview_fit_step(dtype)
-        results["graphview (through g.fit)"] = timed(epoch, max(1, args.steps // batches), args.repeats, 2) / batches
-        for name, make in (("pytorch eager", torch_step), ("jax.jit", jax_step)):
+        steps, fits = {}, {}
+        steps["graphview"] = timed(graphview_step(dtype), args.steps, args.repeats)
+        fits["graphview g.fit (Shuffle >> Batch)"] = timed(graphview_fit_step(dtype), epochs, args.repeats, 2) / BATCHES
+        for name, make, table, warmup in (
+                ("pytorch eager", torch_step, steps, 20),
+                ("pytorch eager, DataLoader loop", torch_loader_fit_step, fits, 2),
+                ("pytorch eager, randperm + index loop", torch_indexed_fit_step, fits, 2),
+                ("jax.jit", jax_step, steps, 20)):
             try:
-                results[name] = timed(make(dtype), args.steps, args.repeats)
+                function = make(dtype)
             except ImportError as error:
-                print(f"{np.dtype(dtype).name:<8} {name:<28} {'skipped':>9}  ({error.name} is not installed)")
-        reference = results.get("pytorch eager")
-        for name, seconds in results.items():
-            ratio = f"{seconds / reference:8.2f}x" if reference else ""
-            print(f"{np.dtype(dtype).name:<8} {name:<28} {1e3 * seconds:9.3f} {ratio:>9}")
+                print(f"{np.dtype(dtype).name:<8} {name:<40} {'skipped':>9}  ({error.name} is not installed)")
+                continue
+            per = 1 if table is steps else BATCHES
+            table[name] = timed(function, args.steps if table is steps else epochs, args.repeats, warmup) / per
+        for title, table, reference in (("step (batch in memory)", steps, "pytorch eager"),
+                                        ("fit step (with data handling)", fits,
+                                         "pytorch eager, randperm + index loop")):
+            print(f"-- {title}")
+            base = table.get(reference)
+            for name, seconds in table.items():
+                ratio = f"{seconds / base:8.2f}x" if base else ""
+                print(f"{np.dtype(dtype).name:<8} {name:<40} {1e3 * seconds:9.3f} {ratio:>9}")
 
 
 if __name__ == "__main__":

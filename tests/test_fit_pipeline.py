@@ -180,3 +180,25 @@ def test_terminate_on_nan_can_be_turned_off():
     history = g.fit(data.ArrayDataSet({"x": x}, {"y": y}) >> data.Batch(16), 1,
                     gv.TrainingConfig(gv.SGD(0.1), ["x"], ["y"], terminate_on_nan=False))
     assert len(history.iteration_losses) == 4 and np.isnan(history.iteration_losses[1])
+
+
+def test_blas_threads_limits_the_matmul_blas_during_fit_only():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import scipy.linalg.cython_blas  # noqa: F401  (the BLAS of the matmul kernels)
+    x, y, _ = table()
+    g = model()
+    seen = []
+
+    def scipy_blas_threads():
+        return [pool["num_threads"] for pool in threadpoolctl.threadpool_info()
+                if pool["user_api"] == "blas" and "scipy_openblas-" in pool["filepath"]]
+
+    class Threads(gv.Listener):
+        def iteration_end(self, ctx, loss=None):
+            seen.extend(scipy_blas_threads())
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        g.fit(data.ArrayDataSet({"x": x}, {"y": y}) >> data.Batch(16), 1,
+              gv.TrainingConfig(gv.SGD(0.1), ["x"], ["y"], blas_threads=1), listeners=[Threads()])
+        assert set(seen) == {1} and scipy_blas_threads() == [2]
+    with pytest.raises(gv.GraphviewError, match="blas_threads must be None or an int >= 1, not 0"):
+        gv.TrainingConfig(gv.SGD(0.1), ["x"], ["y"], blas_threads=0)

@@ -27,10 +27,14 @@ class TrainingConfig:
     step, saying how to convert the data.
     ``terminate_on_nan`` (default True) stops fit with a ``gv.TrainingError``
     when a step's loss is NaN or infinite, before that step's update.
+    ``blas_threads`` limits the threads of the BLAS that the matmul kernels
+    call, for the duration of fit (needs threadpoolctl); None (the default)
+    leaves the BLAS library's own setting. One thread is much faster for small
+    models on small or busy machines (README, "Speed").
     """
 
     def __init__(self, updater, feature_mapping, label_mapping=(), trainable=None, prediction=None,
-                 terminate_on_nan=True):
+                 terminate_on_nan=True, blas_threads=None):
         if not isinstance(updater, Updater):
             raise GraphviewError(f"TrainingConfig: updater must be gv.SGD, gv.Adam, gv.AdamW or gv.RMSProp, "
                                  f"not {type(updater).__name__}")
@@ -40,6 +44,10 @@ class TrainingConfig:
         self.trainable = None if trainable is None else [getattr(v, "name", v) for v in trainable]
         self.prediction = getattr(prediction, "name", prediction)
         self.terminate_on_nan = bool(terminate_on_nan)
+        if blas_threads is not None and (not isinstance(blas_threads, (int, np.integer))
+                                         or isinstance(blas_threads, bool) or blas_threads < 1):
+            raise GraphviewError(f"TrainingConfig: blas_threads must be None or an int >= 1, not {blas_threads!r}")
+        self.blas_threads = blas_threads
 
     def trainable_names(self, graph):
         """The variables fit updates, checked against the graph."""

@@ -4,6 +4,7 @@ Each step feeds one batch, runs the gradient graph once for the loss and the
 gradients together, and hands the gradients to the updater, which writes the
 new values into the graph's variable buffers in place (ADR 0013).
 """
+import contextlib
 import math
 
 import numpy as np
@@ -43,6 +44,26 @@ def fit(graph, dataset, epochs, config, listeners=None, validation=None, progres
         listeners.append(ProgressBar.checked())
     hooks = {hook: [getattr(l, hook) for l in listeners if _overrides(l, hook)] for hook in HOOKS}
     op_listeners = [l for l in listeners if _watches_ops(l)]
+    with blas_threads(config.blas_threads):
+        return _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks, op_listeners)
+
+
+def blas_threads(count):
+    """A context limiting the BLAS threads to ``count`` (None: a context that changes nothing)."""
+    if count is None:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        raise ImportError("TrainingConfig(blas_threads=...) needs threadpoolctl: pip install threadpoolctl "
+                          "(or set OPENBLAS_NUM_THREADS before starting Python)") from None
+    # Load the BLAS that Numba's np.dot calls (scipy's) now, so the limit reaches it before the first matmul.
+    import scipy.linalg.cython_blas  # noqa: F401
+    return threadpool_limits(count, user_api="blas")
+
+
+def _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks, op_listeners):
+    updater = config.updater
     first = updater.epochs_done
     for epoch in range(first, first + epochs):
         ctx.epoch = updater.epoch = epoch

@@ -202,3 +202,14 @@ def test_blas_threads_limits_the_matmul_blas_during_fit_only():
         assert set(seen) == {1} and scipy_blas_threads() == [2]
     with pytest.raises(gv.GraphviewError, match="blas_threads must be None or an int >= 1, not 0"):
         gv.TrainingConfig(gv.SGD(0.1), ["x"], ["y"], blas_threads=0)
+
+
+def test_a_subclass_that_makes_its_own_samples_keeps_them():
+    class Doubled(data.ArrayDataSet):
+        def __getitem__(self, index):
+            sample = super().__getitem__(index)
+            return sample.replace(x=sample["x"] * 2)
+    x, y, _ = table()
+    (first, *_) = Doubled({"x": x}, {"y": y}) >> data.Shuffle(seed=0) >> data.Batch(8)
+    order = np.random.default_rng([0, 0]).permutation(len(y))[:8]
+    np.testing.assert_array_equal(first["x"], 2 * x[order])

@@ -84,6 +84,8 @@ class ArrayDataSet(DataSet):
         columns = {**self.features, **self.labels}
         if not all(isinstance(column, np.ndarray) for column in columns.values()):
             return None         # lists of ragged examples are batched (and padded) sample by sample
+        if type(self).__getitem__ is not ArrayDataSet.__getitem__ or type(self).iterate is not ArrayDataSet.iterate:
+            return None         # a subclass that makes its own samples keeps them
         return self.features, self.labels
 
 

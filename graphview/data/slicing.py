@@ -53,8 +53,8 @@ class SlicedPipeline:
         return iter(items)
 
     def _gather(self, rows, elementwise):
-        batch = MiniBatch({name: column[rows] for name, column in self.features.items()},
-                          {name: column[rows] for name, column in self.targets.items()})
+        batch = MiniBatch({name: np.take(column, rows, axis=0) for name, column in self.features.items()},
+                          {name: np.take(column, rows, axis=0) for name, column in self.targets.items()})
         for stage in elementwise:
             batch = stage.transform(batch)
         return batch

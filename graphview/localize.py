@@ -11,6 +11,7 @@ output gradient agrees and the gradient its rule gives that input does not.
 Only a failed check pays: the probe is built on the first failure, one analytic run serves every edge,
 and each edge costs two forward runs, at most once per check.
 """
+import math
 import zlib
 from dataclasses import dataclass
 
@@ -67,7 +68,8 @@ class Localizer:
                 self._probe = _Probe(self.work, self.feeds)
             for edge in self._probe.edges_from(name):
                 analytic, numeric = self._verdict(edge)
-                if self.disagree(analytic, numeric):
+                # A loss that is not finite near the point judges nothing (e.g. a mean over no elements).
+                if math.isfinite(numeric) and self.disagree(analytic, numeric):
                     consumer, position = edge
                     node = self.work.node(consumer)
                     return Culprit(node.op, consumer, node.inputs[position], position, analytic, numeric)

@@ -100,3 +100,11 @@ def test_a_rule_that_reads_the_variable_directly_is_named():
     g.set_loss(g.math.sum(out))
     report = gv.check_gradients(g, {})
     assert [(f.culprit.node, f.culprit.input) for f in report.failures] == [(out.name, "p")] * 2
+
+
+def test_a_loss_that_is_not_finite_blames_no_op():
+    g = gv.Graph("nan")
+    w = g.var("w", np.array([-1.0, -2.0]))
+    g.set_loss(g.math.sum(g.math.log(w)))        # NaN: central differences cannot judge any rule
+    report = gv.check_gradients(g, {})
+    assert report.failures and all(f.kind == "nonfinite" and f.culprit is None for f in report.failures)

@@ -172,6 +172,7 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
             result.add(True, math.nan)
             report.failures.append(Failure(name, None, math.nan, math.nan, math.nan, math.nan, "shape",
                                            (tuple(analytic[name].shape), tuple(loss.array.shape))))
+            _blame(report, name, localizer)
             if exit_on_first_failure:
                 return report
             continue
@@ -191,7 +192,7 @@ def _blame(report, name, localizer):
     """Name, in each of ``name``'s gradient failures, the op whose rule is wrong (when one is found)."""
     culprit = localizer.culprit(name)
     for failure in report.failures_of(name):
-        if failure.kind in ("gradient", "nonfinite", "fast"):
+        if failure.kind in ("gradient", "nonfinite", "fast", "shape"):
             failure.culprit = culprit
 
 

@@ -2,9 +2,9 @@
 
 A failed check names a variable; the wrong rule can be any op between it and the losses. Every edge
 (an op reading one floating-point input) on that way gets its own check: in a probe copy of the graph
-the op reads ``input + zero``, where ``zero`` is a placeholder fed zeros, so d(loss)/d(zero) is exactly
-what the op's rule sends back along that edge, and central differences along one random direction of
-``zero`` say what it should be. Walking from the losses back toward the variable, the first edge that
+the op reads ``input + zero``, where ``zero`` is a placeholder fed zeros, so the gradient of that sum
+(read by the op alone) is exactly what the op's rule sends back along that edge, and central
+differences along one random direction of ``zero`` say what it should be. Walking from the losses back toward the variable, the first edge that
 disagrees names the culprit: every edge out of its op was checked before it and agreed, so the op's
 output gradient agrees and the gradient its rule gives that input does not.
 
@@ -14,6 +14,7 @@ and each edge costs two forward runs, at most once per check.
 import math
 import zlib
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -38,15 +39,19 @@ class Culprit:
     position: int
     analytic: float
     numeric: float
+    shapes: Optional[tuple] = None  # (gradient shape, input shape) when the rule gives the wrong shape
 
     @property
     def rel_error(self):
         return relative_error(self.analytic, self.numeric)
 
     def __str__(self):
-        return (f"the gradient rule of op {self.op!r} (node {self.node!r}) disagrees with finite differences "
-                f"for its input {self.position} ({self.input!r}): projected grad={self.analytic:.6g}, "
-                f"numericalGrad={self.numeric:.6g}")
+        rule = f"the gradient rule of op {self.op!r} (node {self.node!r})"
+        if self.shapes is not None:
+            return (f"{rule} gives its input {self.position} ({self.input!r}, shape {self.shapes[1]}) a gradient "
+                    f"of shape {self.shapes[0]}")
+        return (f"{rule} disagrees with finite differences for its input {self.position} ({self.input!r}): "
+                f"projected grad={self.analytic:.6g}, numericalGrad={self.numeric:.6g}")
 
 
 class Localizer:
@@ -67,12 +72,12 @@ class Localizer:
             if self._probe is None:
                 self._probe = _Probe(self.work, self.feeds)
             for edge in self._probe.edges_from(name):
-                analytic, numeric = self._verdict(edge)
+                analytic, numeric, shapes = self._verdict(edge)
                 # A loss that is not finite near the point judges nothing (e.g. a mean over no elements).
-                if math.isfinite(numeric) and self.disagree(analytic, numeric):
+                if shapes is not None or (math.isfinite(numeric) and self.disagree(analytic, numeric)):
                     consumer, position = edge
                     node = self.work.node(consumer)
-                    return Culprit(node.op, consumer, node.inputs[position], position, analytic, numeric)
+                    return Culprit(node.op, consumer, node.inputs[position], position, analytic, numeric, shapes)
         except GraphviewError:
             return None
         return None
@@ -85,18 +90,22 @@ class Localizer:
             rng = np.random.default_rng([self.seed, zlib.crc32(zero.encode()), 2])
             direction = rng.standard_normal(loss.array.shape)
             direction /= max(np.linalg.norm(direction), 1e-300)
-            analytic = float(np.sum(probe.gradients[zero] * direction))
-            self._verdicts[edge] = analytic, projected_difference(loss, direction, self.eps)
+            gradient = probe.gradients[probe.sums[edge]]
+            numeric = projected_difference(loss, direction, self.eps)
+            if gradient.shape != direction.shape:
+                self._verdicts[edge] = math.nan, numeric, (tuple(gradient.shape), tuple(direction.shape))
+            else:
+                self._verdicts[edge] = float(np.sum(gradient * direction)), numeric, None
         return self._verdicts[edge]
 
 
 class _Probe:
-    """The copy of ``work`` in which each checked edge reads ``input + zero``, with every zero's gradient."""
+    """The copy of ``work`` in which each checked edge reads ``input + zero``, and the gradient of each sum."""
 
     def __init__(self, work, feeds):
         reach_loss = _ancestors(work, work._losses)
         self.work = work
-        self.zeros = {}
+        self.zeros, self.sums = {}, {}
         graph = Graph(f"{work.name}/localize")
         for node in work.nodes():
             inputs = list(node.inputs)
@@ -110,7 +119,7 @@ class _Probe:
                     inputs[position] = _fresh(work, graph, f"{node.name}/input{position}")
                     graph._add_node(inputs[position], Kind.ARRAY, "add", (source.name, zero), (), source.shape,
                                     source.dtype)
-                    self.zeros[node.name, position] = zero
+                    self.zeros[node.name, position], self.sums[node.name, position] = zero, inputs[position]
             graph._add_node(node.name, node.kind, node.op, tuple(inputs), node.attrs, node.shape, node.dtype)
         graph._values = work._values
         graph._losses = work._losses
@@ -121,7 +130,7 @@ class _Probe:
         for (consumer, position), zero in self.zeros.items():
             source = work.node(consumer).inputs[position]
             self.feeds[zero] = np.zeros(np.shape(values[source]), graph.node(zero).dtype)
-        names = list(self.zeros.values())
+        names = list(self.sums.values())   # not the zeros: add's own rule would un-broadcast a wrong shape
         self.gradients = gradient_graph(graph, names).run(self.feeds, check_shapes=False) if names else {}
 
     def edges_from(self, name):

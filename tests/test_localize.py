@@ -108,3 +108,15 @@ def test_a_loss_that_is_not_finite_blames_no_op():
     g.set_loss(g.math.sum(g.math.log(w)))        # NaN: central differences cannot judge any rule
     report = gv.check_gradients(g, {})
     assert report.failures and all(f.kind == "nonfinite" and f.culprit is None for f in report.failures)
+
+
+def test_a_rule_that_does_not_unbroadcast_is_named_with_the_shapes(forgetful_add):
+    g = gv.Graph("broadcasting")
+    x, b = g.placeholder("x", (None, 3)), g.placeholder("b", (None, 3))
+    added = forgetful_add(x, b)
+    g.set_loss(g.math.sum(g.math.tanh(added) * 1.5))
+    report = gv.check_gradients(g, {"x": R.normal(size=(2, 3)), "b": R.normal(size=(1, 3))}, wrt=["x", "b"])
+    [failure] = report.failures
+    assert failure.kind == "shape" and failure.culprit.node == added.name and failure.culprit.input == "b"
+    assert (f"the gradient rule of op 'test_forgetful_add' (node '{added.name}') gives its input 1 ('b', "
+            "shape (1, 3)) a gradient of shape (2, 3)") in str(failure)

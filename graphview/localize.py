@@ -4,9 +4,10 @@ A failed check names a variable; the wrong rule can be any op between it and the
 (an op reading one floating-point input) on that way gets its own check: in a probe copy of the graph
 the op reads ``input + zero``, where ``zero`` is a placeholder fed zeros, so the gradient of that sum
 (read by the op alone) is exactly what the op's rule sends back along that edge, and central
-differences along one random direction of ``zero`` say what it should be. Walking from the losses back toward the variable, the first edge that
-disagrees names the culprit: every edge out of its op was checked before it and agreed, so the op's
-output gradient agrees and the gradient its rule gives that input does not.
+differences along one random direction of ``zero`` say what it should be. Walking from the losses
+back toward the variable, the first edge that disagrees names the culprit: every edge out of its op
+was checked before it and agreed, so the op's output gradient agrees and the gradient its rule gives
+that input does not.
 
 Only a failed check pays: the probe is built on the first failure, one analytic run serves every edge,
 and each edge costs two forward runs, at most once per check.
@@ -32,7 +33,8 @@ from graphview.variable import Kind
 class Culprit:
     """The op whose rule gives input ``position`` (node ``input``) a gradient that disagrees with central
     differences, though the gradient of its own output agrees; ``analytic`` and ``numeric`` are that
-    input's gradient projected on one random unit direction."""
+    input's gradient projected on one random unit direction (``analytic`` NaN and ``shapes`` set when
+    the rule's gradient does not even have the input's shape)."""
     op: str
     node: str
     input: str
@@ -63,11 +65,14 @@ class Localizer:
     def __init__(self, work, feeds, eps, seed, disagree):
         self.work, self.feeds, self.eps, self.seed, self.disagree = work, feeds, eps, seed, disagree
         self._probe = None
+        self._unbuildable = False
         self._verdicts = {}
 
     def culprit(self, name):
         """The culprit of variable ``name``'s failure, or None when every edge on its way agrees
         (or the probe cannot be built: localising never turns a failed check into an error)."""
+        if self._unbuildable:
+            return None
         try:
             if self._probe is None:
                 self._probe = _Probe(self.work, self.feeds)
@@ -79,6 +84,7 @@ class Localizer:
                     node = self.work.node(consumer)
                     return Culprit(node.op, consumer, node.inputs[position], position, analytic, numeric, shapes)
         except GraphviewError:
+            self._unbuildable = self._probe is None
             return None
         return None
 

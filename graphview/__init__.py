@@ -11,6 +11,7 @@ from graphview.variable import Kind, Variable
 # ``graphview.ops`` to the subpackage, so the function is imported after it.
 importlib.import_module("graphview.ops")
 from graphview.registry import defop, ops  # noqa: E402
+from graphview import attributes as attrs  # noqa: E402  (gv.attrs.Axis(), gv.attrs.Seed(), ... for defop)
 from graphview.testing import Sample  # noqa: E402
 
 # CreateView descriptors (ADR 0008); gv.all shadows the builtin only as a module attribute.
@@ -44,7 +45,7 @@ VARIABLE, CONSTANT, PLACEHOLDER, ARRAY = Kind.VARIABLE, Kind.CONSTANT, Kind.PLAC
 __version__ = "0.1.0"
 
 __all__ = [
-    "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "ops", "Sample",
+    "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "ops", "attrs", "Sample",
     "GraphviewError", "ShapeError", "DTypeError", "IndexDescriptorError", "InplaceModificationError",
     "GraphFileError", "NameConflictError", "UnknownNameError", "PlaceholderError", "ExecutionError", "OpArgumentError",
     "TrainingError", "indexing", "point", "interval", "all", "new_axis",

@@ -12,6 +12,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+import numpy as np
+
 from graphview import attributes as attribute_types
 from graphview.errors import GraphviewError, OpArgumentError
 
@@ -193,6 +195,10 @@ def _fingerprint(value, depth=0):
         return _code(value)
     if isinstance(value, (list, tuple)):
         return (type(value).__name__,) + tuple(_fingerprint(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return ("dict",) + tuple((_fingerprint(k, depth + 1), _fingerprint(v, depth + 1)) for k, v in value.items())
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, value.tobytes())
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
         return value
     if isinstance(value, types.ModuleType):

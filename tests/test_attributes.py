@@ -259,3 +259,74 @@ def test_a_built_in_name_cannot_be_taken_by_a_different_op():
                                                 r".*test_attributes.py:\d+ differs"):
         gv.defop("add", shape=lambda x, y: x, kernel=lambda x, y, out: None)
     assert registry.get("add").family == "elementwise"
+
+
+FACTORY = '''
+import numpy as np
+import graphview as gv
+
+def scaled(scale):
+    def kernel(x, out):
+        out[...] = x * scale
+    return kernel
+
+double = gv.defop("test_double", shape=lambda x: x, kernel=scaled(np.array({factor})), differentiable=False)
+'''
+
+
+def test_functions_made_by_a_factory_compare_by_what_they_capture(clean_registry):
+    _run_cell(FACTORY.format(factor=2.0), "<cell 1>")
+    second = _run_cell(FACTORY.format(factor=2.0), "<cell 2>")
+    assert registry.op("test_double") is second
+    # The message names the declaration in force: the one that replaced the first.
+    with pytest.raises(gv.GraphviewError, match=r"declared at <cell 2>:10, .* differs in its kernel"):
+        _run_cell(FACTORY.format(factor=3.0), "<cell 3>")
+
+
+# --- a user's op declares its attributes the same way ------------------------------------------------
+
+@pytest.fixture
+def repeat_op():
+    def repeat_shape(x, times):
+        return (x[0] * times if x[0] is not None else None,) + tuple(x[1:])
+
+    def repeat_kernel(x, out, times):
+        out[...] = np.concatenate([x] * times)
+
+    op = gv.defop("test_repeat", shape=repeat_shape, kernel=repeat_kernel, differentiable=False,
+                  attrs={"times": gv.attrs.Int(minimum=1)})
+    yield op
+    registry._REGISTRY.pop("test_repeat", None)
+    registry._CALLABLES.pop("test_repeat", None)
+
+
+def test_a_custom_op_s_declared_attributes_are_checked_when_built_and_loaded(repeat_op, g, tmp_path):
+    x = g.placeholder("x", (2,))
+    y = repeat_op(x, times=np.int64(3), name="y")
+    assert y.shape == (6,) and y.node.attributes["times"] == 3
+    np.testing.assert_array_equal(y.eval({"x": np.array([1.0, 2.0])}), [1, 2, 1, 2, 1, 2])
+    with pytest.raises(gv.OpArgumentError, match=r"test_repeat: attribute 'times': 0 is not in \[1, inf\]"):
+        repeat_op(x, times=0)
+    with pytest.raises(gv.OpArgumentError, match="test_repeat needs the attribute 'times'"):
+        repeat_op(x)
+    g.save(tmp_path / "good.gvz")
+    with zipfile.ZipFile(tmp_path / "good.gvz") as archive:
+        members = {member: archive.read(member) for member in archive.namelist()}
+    document = json.loads(members["graph.json"])
+    document["nodes"][1]["attrs"] = [["times", 0]]
+    with zipfile.ZipFile(tmp_path / "bad.gvz", "w") as archive:
+        for member, data in {**members, "graph.json": json.dumps(document)}.items():
+            archive.writestr(member, data)
+    with pytest.raises(gv.GraphFileError, match=r"node 1 \('y'\): op test_repeat attribute 'times': 0 is not in"):
+        gv.load(tmp_path / "bad.gvz")
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"count": gv.attrs.Int()}, "attrs declares 'count', which the shape rule does not take"),
+    ({"times": int}, r"attrs\['times'\] is <class 'int'>, not a gv.attrs declaration"),
+    ({"times": gv.attrs.Axis(input="y")}, "refers to input 'y', which the shape rule does not name"),
+])
+def test_defop_refuses_declarations_that_do_not_fit_the_shape_rule(attrs, message):
+    with pytest.raises(gv.GraphviewError, match=message):
+        gv.defop("test_bad_attrs", shape=lambda x, times=1: x, kernel=lambda x, out, times=1: None, attrs=attrs)
+    assert "test_bad_attrs" not in registry.ops()

@@ -20,7 +20,7 @@ $(VENV)/.installed-test: $(VENV)/.installed-run
 # The main job: what graphview is for, on the built-in ops and on the examples.
 run: $(VENV)/.installed-run
 	$(BIN)/python examples/quickstart.py
-	$(BIN)/graphview gradcheck --quiet
+	$(BIN)/graphview gradcheck
 	$(BIN)/graphview gradcheck examples/mlp.py:build --max-per-param 50
 	$(BIN)/graphview gradcheck examples/regression.py:build --fast
 	$(BIN)/python examples/views_inplace.py

@@ -49,16 +49,23 @@ def problem(dtype, seed=0):
     return x, y, params
 
 
-def timed(step, steps, repeats, warmup=20):
-    for _ in range(warmup):
-        step()
-    means = []
+def timed(candidates, repeats):
+    """Median seconds per step of each candidate ``(function, calls, steps per call)``, repeats interleaved.
+
+    Taking one repeat of every candidate in turn, rather than all repeats of one
+    and then the next, lets a shared machine's changing load hit all of them alike.
+    """
+    for function, calls, _ in candidates.values():
+        for _ in range(max(2, calls // 10)):
+            function()
+    means = {name: [] for name in candidates}
     for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        means.append((time.perf_counter() - start) / steps)
-    return statistics.median(means)
+        for name, (function, calls, per_call) in candidates.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                function()
+            means[name].append((time.perf_counter() - start) / (calls * per_call))
+    return {name: statistics.median(values) for name, values in means.items()}
 
 
 def graphview_model(name, dtype, params):
@@ -204,29 +211,30 @@ def main(argv=None):
     print(f"{'dtype':<8} {'framework':<40} {'ms/step':>9} {'vs torch':>9}")
     epochs = max(1, args.steps // BATCHES)
     for dtype in (np.float32, np.float64):
-        steps, fits = {}, {}
-        steps["graphview"] = timed(graphview_step(dtype), args.steps, args.repeats)
-        fits["graphview g.fit (Shuffle >> Batch)"] = timed(graphview_fit_step(dtype), epochs, args.repeats, 2) / BATCHES
-        for name, make, table, warmup in (
-                ("pytorch eager", torch_step, steps, 20),
-                ("pytorch eager, DataLoader loop", torch_loader_fit_step, fits, 2),
-                ("pytorch eager, randperm + index loop", torch_indexed_fit_step, fits, 2),
-                ("jax.jit", jax_step, steps, 20)):
+        candidates, tables = {}, {}
+        for name, make, table in (
+                ("graphview", graphview_step, "step"),
+                ("pytorch eager", torch_step, "step"),
+                ("jax.jit", jax_step, "step"),
+                ("graphview g.fit (Shuffle >> Batch)", graphview_fit_step, "fit"),
+                ("pytorch eager, DataLoader loop", torch_loader_fit_step, "fit"),
+                ("pytorch eager, randperm + index loop", torch_indexed_fit_step, "fit")):
             try:
                 function = make(dtype)
             except ImportError as error:
                 print(f"{np.dtype(dtype).name:<8} {name:<40} {'skipped':>9}  ({error.name} is not installed)")
                 continue
-            per = 1 if table is steps else BATCHES
-            table[name] = timed(function, args.steps if table is steps else epochs, args.repeats, warmup) / per
-        for title, table, reference in (("step (batch in memory)", steps, "pytorch eager"),
-                                        ("fit step (with data handling)", fits,
+            candidates[name] = (function, args.steps, 1) if table == "step" else (function, epochs, BATCHES)
+            tables[name] = table
+        seconds = timed(candidates, args.repeats)
+        for title, table, reference in (("step (batch in memory)", "step", "pytorch eager"),
+                                        ("fit step (with data handling)", "fit",
                                          "pytorch eager, randperm + index loop")):
             print(f"-- {title}")
-            base = table.get(reference)
-            for name, seconds in table.items():
-                ratio = f"{seconds / base:8.2f}x" if base else ""
-                print(f"{np.dtype(dtype).name:<8} {name:<40} {1e3 * seconds:9.3f} {ratio:>9}")
+            base = seconds.get(reference)
+            for name in (name for name in seconds if tables[name] == table):
+                ratio = f"{seconds[name] / base:8.2f}x" if base else ""
+                print(f"{np.dtype(dtype).name:<8} {name:<40} {1e3 * seconds[name]:9.3f} {ratio:>9}")
 
 
 if __name__ == "__main__":

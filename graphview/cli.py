@@ -13,6 +13,7 @@ import time
 
 PASSED, FAILED, USAGE = 0, 1, 2
 PROGRESS_DELAY = 1.0  # seconds before a progress bar or status line appears
+DEFAULT_MAX_FAILURES = 20  # failures listed per variable in --json and --junit
 
 
 class UsageError(Exception):
@@ -68,6 +69,9 @@ def build_parser():
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the traceback of an error")
+    common.add_argument("--import", action="append", dest="imports", default=[], metavar="MODULE",
+                        help="import MODULE first (package.module or path/to/file.py; repeatable), e.g. the "
+                             "module declaring the gv.defop ops a graph file or --ops names")
 
     check = commands.add_parser(
         "gradcheck", parents=[common], help="check gradients of a TARGET, or of every registered op",
@@ -96,6 +100,9 @@ def build_parser():
     check.add_argument("--inputs", metavar="FILE.npz", help="placeholder values by name (over those stored "
                        "in a graph file)")
     check.add_argument("--ops", type=_names, metavar="NAME,...", help="only these ops (built-in suite only)")
+    check.add_argument("--max-failures", type=_non_negative(int), default=DEFAULT_MAX_FAILURES, metavar="N",
+                       help="list at most N failures per variable in --json and --junit, then their count "
+                            f"(default {DEFAULT_MAX_FAILURES})")
     check.add_argument("--json", metavar="PATH", help="write the report as JSON")
     check.add_argument("--junit", metavar="PATH", help="write JUnit XML for CI")
     check.add_argument("--quiet", action="store_true", help="only the verdict line; no progress bar")
@@ -126,11 +133,13 @@ def main(argv=None):
     """Run the ``graphview`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
+    search_path = list(sys.path)  # targets and --import modules put their folders first, as Python would
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
         if args.command is None:
             raise UsageError("graphview: error: give a command: gradcheck, summary, ops, dot or adr (see graphview --help)")
+        _import_modules(args)
         return int(args.func(args) or 0)
     except SystemExit as exit:  # --help, --version and sub-commands that call sys.exit
         return exit.code if isinstance(exit.code, int) else (0 if exit.code is None else USAGE)
@@ -147,6 +156,19 @@ def main(argv=None):
             traceback.print_exc()
         print(_one_line(error), file=sys.stderr)
         return USAGE
+    finally:
+        sys.path[:] = search_path
+
+
+def _import_modules(args):
+    """Import each ``--import MODULE`` (so that the ops it declares with gv.defop are registered)."""
+    from graphview.targets import TargetError, import_module
+    for module in getattr(args, "imports", ()):
+        with _progress(args, f"importing {module}"):
+            try:
+                import_module(module)
+            except TargetError as error:
+                raise TargetError(f"--import {module}: {error}") from error
 
 
 def _one_line(error):
@@ -166,9 +188,14 @@ def _one_line(error):
 
 # --- summary, ops, dot -------------------------------------------------------------
 
-def _summary(args):
+def _load(args, **options):
     from graphview.targets import load_target
-    graph, placeholders = load_target(args.target)
+    with _progress(args, f"loading {args.target}"):
+        return load_target(args.target, **options)
+
+
+def _summary(args):
+    graph, placeholders = _load(args)
     print(graph.summary())
     if graph.losses:
         print(f"losses: {', '.join(v.name for v in graph.losses)}")
@@ -179,8 +206,7 @@ def _summary(args):
 
 def _dot(args):
     from graphview.dot import to_dot
-    from graphview.targets import load_target
-    graph, _ = load_target(args.target)
+    graph, _ = _load(args)
     sys.stdout.write(to_dot(graph))
     return PASSED
 
@@ -223,6 +249,17 @@ def check_options(args):
     return options
 
 
+def effective_options(options):
+    """``options`` with the engine's defaults for the rest, read from ``check_gradients``'s signature:
+    what the JSON report records, so a report says which eps and tolerances judged it."""
+    import inspect
+    from graphview.gradcheck import check_gradients
+    parameters = inspect.signature(check_gradients).parameters
+    effective = {name: parameters[name].default for name in OPTION_NAMES + FLAGS + ("validate_inplace",)}
+    effective.update(options)
+    return _jsonable(effective)
+
+
 def _gradcheck(args):
     from graphview.cli_report import write_json
     options = check_options(args)
@@ -244,55 +281,50 @@ def _gradcheck(args):
     return PASSED if passed else FAILED
 
 
-def _progress(args, **settings):
-    from tqdm import tqdm
-    show = not args.quiet and sys.stderr.isatty()
-    return tqdm(file=sys.stderr, disable=not show, delay=PROGRESS_DELAY, leave=False, dynamic_ncols=True,
-                **settings)
-
-
-def _advance(bar):
-    """A ``check_gradients`` progress callback that moves ``bar``."""
-    def advance(done, total):
-        if bar.total != total:
-            bar.total = total
-            bar.refresh()
-        bar.update(done - bar.n)
-    return advance
+def _progress(args, description, **settings):
+    from graphview.cli_progress import activity, shown
+    return activity(shown(args), description, delay=PROGRESS_DELAY, **settings)
 
 
 def _check_target(args, options):
     from graphview import cli_report
     from graphview.errors import InplaceModificationError
     from graphview.gradcheck import check_gradients
-    from graphview.targets import load_target, read_inputs
-    graph, placeholders = load_target(args.target, need_loss=True)
-    if args.inputs:
-        placeholders.update(read_inputs(args.inputs))
-    if args.wrt is not None:
-        options["wrt"] = args.wrt
-    if args.skip is not None:
-        options["skip"] = tuple(args.skip)
-    start = time.perf_counter()
-    try:
-        with _progress(args, total=0, desc=f"gradcheck {args.target}", unit="element") as bar:
-            report = check_gradients(graph, placeholders, progress=_advance(bar), **options)
-    except InplaceModificationError as error:
-        print(f"FAILED: the non-inplace validation listener stopped the check: {error}")
-        document = {"target": args.target, "passed": False, "variables": [], "failures": [],
-                    "violations": [str(error)]}
-        testcase = (f"gradcheck.{args.target}", "non-inplace validation", 0.0, "failure", str(error), "")
-        return document, cli_report.junit(f"graphview.gradcheck.{args.target}", [testcase]), False
+    with _progress(args, f"gradcheck {args.target}", total=0, unit="element") as bar:
+        bar.doing("building the graph")
+        graph, placeholders = _load_for_check(args)
+        if args.wrt is not None:
+            options["wrt"] = args.wrt
+        if args.skip is not None:
+            options["skip"] = tuple(args.skip)
+        bar.doing("")
+        start = time.perf_counter()
+        try:
+            report = check_gradients(graph, placeholders, progress=bar.advance, **options)
+        except InplaceModificationError as error:
+            print(f"FAILED: the non-inplace validation listener stopped the check: {error}")
+            document = {"target": args.target, "passed": False, "options": effective_options(options),
+                        "variables": [], "failures": [], "violations": [str(error)]}
+            testcase = (f"gradcheck.{args.target}", "non-inplace validation", 0.0, "failure", str(error), "")
+            return document, cli_report.junit(f"graphview.gradcheck.{args.target}", [testcase]), False
     seconds = time.perf_counter() - start
     passed = bool(report.passed)
     if not args.quiet:
         print(str(report))
     verdict = "PASSED" if passed else "FAILED"
     print(f"{verdict}: gradient check of {args.target} (graph {graph.name!r}) in {seconds:.2f}s")
-    document = cli_report.target_json(args.target, report, _jsonable(options))
+    document = cli_report.target_json(args.target, report, effective_options(options), args.max_failures)
     junit = cli_report.junit(f"graphview.gradcheck.{args.target}",
-                             cli_report.target_testcases(args.target, report, seconds))
+                             cli_report.target_testcases(args.target, report, args.max_failures), seconds)
     return document, junit, passed
+
+
+def _load_for_check(args):
+    from graphview.targets import load_target, read_inputs
+    graph, placeholders = load_target(args.target, need_loss=True)
+    if args.inputs:
+        placeholders.update(read_inputs(args.inputs))
+    return graph, placeholders
 
 
 def _check_suite(args, options):
@@ -303,9 +335,9 @@ def _check_suite(args, options):
         raise UsageError(f"graphview gradcheck: error: {error}") from error
     rows, cases = opsuite.plan(definitions)
     start = time.perf_counter()
-    with _progress(args, total=len(cases), desc="gradcheck ops", unit="sample") as bar:
+    with _progress(args, "gradcheck ops", total=len(cases), unit="sample") as bar:
         for case, sample in cases:
-            bar.set_postfix_str(case.op, refresh=False)
+            bar.doing(f"{case.op}[{case.index}]")
             opsuite.run_case(case, sample, options)
             bar.update()
             if options.get("exit_on_first_failure") and case.status in ("failed", "error"):
@@ -326,8 +358,8 @@ def _check_suite(args, options):
         print()
     print(cli_report.coverage_summary(rows))
     print(f"{'PASSED' if passed else 'FAILED'}: gradient checks of {len(rows)} ops in {seconds:.2f}s")
-    document = cli_report.suite_json(rows, _jsonable(options))
-    junit = cli_report.junit("graphview.gradcheck.ops", cli_report.suite_testcases(rows))
+    document = cli_report.suite_json(rows, effective_options(options), args.max_failures)
+    junit = cli_report.junit("graphview.gradcheck.ops", cli_report.suite_testcases(rows), seconds)
     return document, junit, passed
 
 

@@ -21,7 +21,7 @@ def _get(item, *names, default=None):
 
 
 def variable_rows(report):
-    """``[{variable, checked, passed, failed, max_rel_error}]`` from ``report.variables``."""
+    """``[{variable, shape, checked, passed, failed, max_rel_error, seconds}]`` from ``report.variables``."""
     variables = _get(report, "variables", default=None) or {}
     items = variables.items() if isinstance(variables, dict) else [(_get(v, "variable", "name"), v) for v in variables]
     rows = []
@@ -30,16 +30,40 @@ def variable_rows(report):
         rows.append({"variable": str(name), "shape": None if shape is None else [d for d in shape],
                      "checked": int(_get(stats, "checked", default=0)),
                      "passed": int(_get(stats, "passed", default=0)), "failed": int(_get(stats, "failed", default=0)),
-                     "max_rel_error": _number(_get(stats, "max_rel_error", "max_relative_error", default=0.0))})
+                     "max_rel_error": _number(_get(stats, "max_rel_error", "max_relative_error", default=0.0)),
+                     "seconds": round(float(_get(stats, "seconds", default=0.0)), 6)})
     return rows
 
 
+def listed_failures(report, max_failures):
+    """``(records, not_listed)``: at most ``max_failures`` failure records per variable, and per variable
+    how many were left out (a 10,000-element variable that fails must not write megabytes)."""
+    records, listed, not_listed = [], {}, {}
+    for record in failure_records(report):
+        name = record["variable"]
+        if listed.get(name, 0) < max_failures:
+            records.append(record)
+            listed[name] = listed.get(name, 0) + 1
+        else:
+            not_listed[name] = not_listed.get(name, 0) + 1
+    return records, not_listed
+
+
 def failure_records(report):
+    """One JSON record per failure; ``culprit`` names the op whose gradient rule disagrees, when found."""
     return [{"variable": str(_get(f, "variable")), "index": _index(_get(f, "index")),
              "analytic": _number(_get(f, "analytic")), "numeric": _number(_get(f, "numeric")),
              "rel_error": _number(_get(f, "rel_error")), "abs_error": _number(_get(f, "abs_error")),
-             "kind": str(_get(f, "kind", default="gradient")), "message": str(f)}
+             "kind": str(_get(f, "kind", default="gradient")), "message": str(f),
+             "culprit": _culprit(_get(f, "culprit"))}
             for f in (_get(report, "failures", default=None) or [])]
+
+
+def _culprit(culprit):
+    if culprit is None:
+        return None
+    return {"op": _get(culprit, "op"), "node": _get(culprit, "node"), "input": _get(culprit, "input"),
+            "position": _get(culprit, "position"), "message": str(culprit)}
 
 
 def violation_texts(report):
@@ -64,13 +88,22 @@ def _number(value):
     return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
 
 
-def target_json(target, report, options):
-    return {"target": target, "passed": bool(report.passed), "options": options,
-            "variables": variable_rows(report), "failures": failure_records(report),
+def _checked_json(report, max_failures):
+    """The per-variable rows, failures (at most ``max_failures`` per variable) and violations of a report."""
+    failures, not_listed = listed_failures(report, max_failures)
+    variables = variable_rows(report)
+    for row in variables:
+        row["failures_not_listed"] = not_listed.get(row["variable"], 0)
+    return {"variables": variables, "failures": failures, "failures_not_listed": sum(not_listed.values()),
             "violations": violation_texts(report)}
 
 
-def suite_json(rows, options):
+def target_json(target, report, options, max_failures):
+    return {"target": target, "passed": bool(report.passed), "options": options,
+            **_checked_json(report, max_failures)}
+
+
+def suite_json(rows, options, max_failures):
     cases = [case for row in rows for case in row.cases]
     return {"target": None, "passed": not any(row.failed for row in rows), "options": options,
             "ops": [{"op": row.op, "family": row.family, "differentiable": row.differentiable,
@@ -79,9 +112,8 @@ def suite_json(rows, options):
                      "status": row.status} for row in rows],
             "cases": [{"op": c.op, "sample": c.index, "label": c.label, "status": c.status, "reason": c.reason,
                        "seconds": round(c.seconds, 6),
-                       "variables": variable_rows(c.report) if c.report is not None else [],
-                       "failures": failure_records(c.report) if c.report is not None else [],
-                       "violations": violation_texts(c.report) if c.report is not None else []}
+                       **(_checked_json(c.report, max_failures) if c.report is not None else
+                          {"variables": [], "failures": [], "failures_not_listed": 0, "violations": []})}
                       for c in cases]}
 
 
@@ -130,15 +162,16 @@ def coverage_summary(rows):
     return line
 
 
-def junit(suite_name, testcases):
-    """JUnit XML text; ``testcases`` are (classname, name, seconds, outcome, message, details)."""
+def junit(suite_name, testcases, seconds=None):
+    """JUnit XML text; ``testcases`` are (classname, name, seconds, outcome, message, details); the suite's
+    time is ``seconds`` (the whole run, compilation included) or else the sum of its testcases'."""
     root = ET.Element("testsuites", name="graphview gradcheck")
     suite = ET.SubElement(root, "testsuite", name=suite_name)
     counts = {"failure": 0, "error": 0, "skipped": 0}
     total = 0.0
-    for classname, name, seconds, outcome, message, details in testcases:
-        case = ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{seconds:.6f}")
-        total += seconds
+    for classname, name, took, outcome, message, details in testcases:
+        case = ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{took:.6f}")
+        total += took
         if outcome in counts:
             counts[outcome] += 1
             element = ET.SubElement(case, outcome, message=message)
@@ -149,23 +182,25 @@ def junit(suite_name, testcases):
         element.set("failures", str(counts["failure"]))
         element.set("errors", str(counts["error"]))
         element.set("skipped", str(counts["skipped"]))
-        element.set("time", f"{total:.6f}")
+        element.set("time", f"{total if seconds is None else seconds:.6f}")
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def target_testcases(target, report, seconds):
-    failures = failure_records(report)
+def target_testcases(target, report, max_failures):
+    """One testcase per variable, timed by its own check."""
+    failures, not_listed = listed_failures(report, max_failures)
     rows = variable_rows(report)
-    share = seconds / max(1, len(rows))
     testcases = []
     for row in rows:
         mine = [f for f in failures if f["variable"] == row["variable"]]
         outcome = "failure" if row["failed"] or mine else None
         message = (f"{row['failed']} of {row['checked']} elements failed; max relative error "
                    f"{row['max_rel_error']}") if outcome else ""
-        details = "\n".join(_describe_failure(f) for f in mine)
-        testcases.append((f"gradcheck.{target}", row["variable"], share, outcome, message, details))
+        culprits = dict.fromkeys(f["culprit"]["message"] for f in mine if f["culprit"])
+        message += "".join(f"; {culprit}" for culprit in culprits)
+        details = _failure_details(mine, not_listed.get(row["variable"], 0))
+        testcases.append((f"gradcheck.{target}", row["variable"], row["seconds"], outcome, message, details))
     listed = {row["variable"] for row in rows}
     for failure in failures:
         if failure["variable"] not in listed:
@@ -195,6 +230,13 @@ def suite_testcases(rows):
             testcases.append((f"gradcheck.ops.{row.op}", f"{case.index} {case.label}".strip(), case.seconds,
                               outcome, message if outcome else "", details if outcome else ""))
     return testcases
+
+
+def _failure_details(failures, not_listed):
+    lines = [_describe_failure(f) for f in failures]
+    if not_listed:
+        lines.append(f"... and {not_listed} more failures (--max-failures)")
+    return "\n".join(lines)
 
 
 def _describe_failure(f):

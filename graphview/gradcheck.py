@@ -6,8 +6,9 @@ never touched and float32 rounding cannot hide or fake an error: the check tests
 the gradient *rules*. See ADR 0007 for the exact semantics.
 """
 import math
+import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -64,8 +65,11 @@ class VariableResult:
     passed: int = 0
     failed: int = 0
     max_rel_error: float = 0.0
+    seconds: float = 0.0  # from this variable's start to its last comparison (JUnit times each variable)
+    started: float = field(default_factory=time.perf_counter, repr=False, compare=False)
 
     def add(self, failed, rel_error):
+        self.seconds = time.perf_counter() - self.started
         self.checked += 1
         self.failed += bool(failed)
         self.passed += not failed

@@ -68,8 +68,9 @@ def selected_ops(names=None):
         return registry.definitions()
     unknown = [name for name in names if name not in registry.ops()]
     if unknown:
-        raise GraphviewError(f"--ops: no registered op named {', '.join(map(repr, unknown))} "
-                             "(run `graphview ops` for the list)")
+        raise GraphviewError(f"--ops: no registered op named {', '.join(map(repr, unknown))}; an op declared "
+                             "with gv.defop needs --import MODULE (package.module or path/to/file.py) "
+                             "to be registered (run `graphview ops` for the list)")
     return [registry.get(name) for name in names]
 
 

@@ -340,8 +340,9 @@ class _Reader:
         try:
             definition = get_op(op)
         except GraphviewError:
-            self.fail(f"{where}: unknown op {op!r}: no op of that name is registered in this graphview "
-                      "(run `graphview ops` for the list)")
+            self.fail(f"{where}: unknown op {op!r}: no op of that name is registered; if your code declares "
+                      "it with gv.defop, import that module before loading (the graphview command: "
+                      "--import MODULE; `graphview ops` lists the registered ops)")
         inputs = entry["inputs"]
         if not isinstance(inputs, list) or not all(isinstance(i, str) and i in graph for i in inputs):
             self.fail(f"{where}: inputs {inputs!r:.120} must name nodes recorded before it")

@@ -39,6 +39,12 @@ def load_target(target, *, need_loss=False):
     if is_function_target(target):
         graph, placeholders = _call(target)
     else:
+        module, colon, function = target.rpartition(":")
+        if target.endswith(".py") or (colon and module.endswith(".py")):
+            script = module if colon else target
+            raise TargetError(f"{target}: a Python file needs the function that builds the graph: "
+                              f"{script}:FUNCTION, where FUNCTION takes no arguments and returns "
+                              "(graph, placeholders)")
         if not os.path.exists(target):
             raise TargetError(f"{target}: no such graph file (a TARGET is a graph file, file.py:function "
                               "or package.module:function)")
@@ -78,46 +84,87 @@ def _call(target):
 
 
 def _import(module_name, target):
-    if module_name.endswith(".py"):
-        path = os.path.abspath(module_name)
-        if not os.path.isfile(path):
-            raise TargetError(f"{target}: no such file {module_name!r}")
-        name = "graphview_target_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        # The script's folder goes first on sys.path, as when running `python file.py`.
-        sys.path.insert(0, os.path.dirname(path))
-        try:
-            spec.loader.exec_module(module)
-        except SystemExit as exit:
-            raise TargetError(f"{target}: importing {module_name} called sys.exit({exit.code!r})") from None
-        except Exception as error:
-            raise TargetError(f"{target}: importing {module_name} raised {type(error).__name__}: {error}") from error
-        finally:
-            _remove_path(os.path.dirname(path))
-        return module
-    # The current folder goes first on sys.path, as with `python -m graphview`, so that
-    # `graphview gradcheck module:function` finds module.py where the user stands.
-    folder = os.getcwd()
-    sys.path.insert(0, folder)
     try:
-        return importlib.import_module(module_name)
+        return import_module(module_name)
+    except TargetError as error:
+        raise TargetError(f"{target}: {error}") from error
+
+
+def import_module(spec):
+    """Import ``spec``, a dotted module name or a path to a ``.py`` file, as Python itself would.
+
+    A file is imported under its real module name (``models.py`` as ``models``; inside
+    packages, ``pkg/sub/models.py`` as ``pkg.sub.models`` from the folder above ``pkg``),
+    with that folder first on ``sys.path``, as ``python -m`` would; a dotted name with
+    the current folder first. The module goes into ``sys.modules``, so a later
+    ``import models`` and Numba's on-disk cache (``@njit(cache=True)``, keyed by file and
+    module) find the same module. The folder stays on ``sys.path``, as for ``python
+    file.py``; the ``graphview`` command restores ``sys.path`` when it ends.
+    """
+    if spec.endswith(".py"):
+        return _import_file(spec)
+    if not MODULE_NAME.match(spec):
+        raise TargetError(f"{spec!r} is neither a module name (package.module) nor a path to a .py file")
+    sys.path.insert(0, os.getcwd())
+    return _run_import(spec, spec)
+
+
+def _import_file(spec):
+    path = os.path.abspath(spec)
+    if not os.path.isfile(path):
+        raise TargetError(f"no such file {spec!r}")
+    folder, parts = os.path.dirname(path), [os.path.splitext(os.path.basename(path))[0]]
+    while os.path.isfile(os.path.join(folder, "__init__.py")) and os.path.basename(folder).isidentifier():
+        folder, package = os.path.split(folder)
+        parts.insert(0, package)
+    name = ".".join(parts)
+    sys.path.insert(0, folder)
+    if not MODULE_NAME.match(name):
+        return _import_unimportable(name, path, spec)
+    module = _run_import(name, spec)
+    loaded = getattr(module, "__file__", None)
+    if not (loaded and os.path.exists(loaded) and os.path.samefile(loaded, path)):
+        raise TargetError(f"{spec} would be imported as module {name!r}, but {name!r} is "
+                          f"{loaded or 'a built-in module'}; rename {os.path.basename(path)}")
+    return module
+
+
+def _import_unimportable(name, path, spec):
+    """A file whose name is no module name (``my-model.py``): loaded under that name all the same,
+    into ``sys.modules`` as an import would, so that Numba's cache finds it."""
+    module = sys.modules.get(name)
+    if module is not None and getattr(module, "__file__", None) == path:
+        return module
+    loader_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[name] = module
+    try:
+        _guarded(spec, loader_spec.loader.exec_module, module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _run_import(name, spec):
+    try:
+        return _guarded(spec, importlib.import_module, name)
+    except TargetError:
+        raise
     except ImportError as error:
-        raise TargetError(f"{target}: cannot import {module_name}: {error}") from error
+        raise TargetError(f"cannot import {spec}: {error}") from error
+
+
+def _guarded(spec, function, *args):
+    """``function(*args)``, with anything but ImportError raised by the user's code as a TargetError."""
+    try:
+        return function(*args)
     except SystemExit as exit:
-        raise TargetError(f"{target}: importing {module_name} called sys.exit({exit.code!r})") from None
+        raise TargetError(f"importing {spec} called sys.exit({exit.code!r})") from None
+    except ImportError:
+        raise
     except Exception as error:
-        raise TargetError(f"{target}: importing {module_name} raised {type(error).__name__}: {error}") from error
-    finally:
-        _remove_path(folder)
-
-
-def _remove_path(folder):
-    """Undo our ``sys.path.insert(0, folder)``, even if the imported code added entries in front of it."""
-    if sys.path and sys.path[0] == folder:
-        del sys.path[0]
-    elif folder in sys.path:
-        sys.path.remove(folder)
+        raise TargetError(f"importing {spec} raised {type(error).__name__}: {error}") from error
 
 
 def _describe(value):
@@ -126,18 +173,31 @@ def _describe(value):
     return f"a {type(value).__name__}"
 
 
+INPUTS_EXPECTED = ("--inputs expects an .npz file of placeholder values by name, "
+                   "as np.savez(path, x=..., y=...) writes")
+
+
 def read_inputs(path):
     """Placeholder arrays from an ``.npz`` file (``np.load`` with ``allow_pickle=False``)."""
     if not os.path.isfile(path):
-        raise TargetError(f"--inputs {path}: no such file")
+        raise TargetError(f"--inputs {path}: no such file; {INPUTS_EXPECTED}")
+    with open(path, "rb") as stream:
+        magic = stream.read(6)
+    if magic == b"\x93NUMPY":
+        raise TargetError(f"--inputs {path}: an .npy file holds a single array; {INPUTS_EXPECTED}")
+    if not magic.startswith(b"PK"):
+        raise TargetError(f"--inputs {path}: not an .npz file; {INPUTS_EXPECTED}")
+    name = None
     try:
-        archive = np.load(path, allow_pickle=False)
-        if not isinstance(archive, np.lib.npyio.NpzFile):
-            raise TargetError(f"--inputs {path}: a single array; give an .npz of named arrays "
-                              "(np.savez(path, x=..., y=...))")
-        with archive:
-            return {name: archive[name] for name in archive.files}
-    except TargetError:
-        raise
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as error:
-        raise TargetError(f"--inputs {path}: not a readable .npz file ({error})") from error
+        with np.load(path, allow_pickle=False) as archive:
+            inputs = {}
+            for name in archive.files:
+                inputs[name] = archive[name]
+            return inputs
+    except ValueError as error:
+        if name is not None and "allow_pickle" in str(error):
+            raise TargetError(f"--inputs {path}: array {name!r} holds Python objects, which are never "
+                              "unpickled; save numeric arrays") from error
+        raise TargetError(f"--inputs {path}: a damaged .npz file ({error}); {INPUTS_EXPECTED}") from error
+    except (OSError, EOFError, KeyError, zipfile.BadZipFile) as error:
+        raise TargetError(f"--inputs {path}: a damaged .npz file ({error}); {INPUTS_EXPECTED}") from error

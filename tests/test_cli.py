@@ -64,7 +64,9 @@ def test_gradcheck_of_a_function_target_writes_json_and_junit(capsys, tmp_path):
     assert "PASSED" in out and "hidden/w" in out and err == ""
     document = json.loads(report.read_text())
     assert document["passed"] is True and document["failures"] == [] and document["violations"] == []
-    assert document["options"] == {"max_per_param": 7}
+    assert document["options"] == {"eps": 1e-5, "max_rel_error": 1e-5, "min_abs_error": 1e-6, "max_per_param": 7,
+                                   "subset": "random", "seed": 12345, "exit_on_first_failure": False,
+                                   "fast": False, "activations": False, "validate_inplace": True}
     rows = {row["variable"]: row for row in document["variables"]}
     assert set(rows) == {"hidden/w", "hidden/b", "output/w", "output/b"}
     assert rows["hidden/w"]["checked"] == 7 and rows["hidden/b"]["checked"] == 5

@@ -340,8 +340,9 @@ def get(name):
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise GraphviewError(f"no op named {name!r} is registered; an op declared with gv.defop is registered "
-                             "when the module declaring it is imported (graphview command: --import MODULE)") from None
+        raise GraphviewError(f"no op named {name!r} is registered; an op declared with gv.defop is "
+                             "registered when the module declaring it is imported (the graphview command: "
+                             "--import MODULE)") from None
 
 
 def op(name):

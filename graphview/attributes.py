@@ -141,7 +141,8 @@ class Seed(Attribute):
 
 @dataclass(frozen=True)
 class Float(Attribute):
-    """A real number (an int is converted) in [minimum, maximum], or [minimum, below)."""
+    """A real number (an int is converted) in [minimum, maximum], or [minimum, below); without bounds
+    also NaN and the infinities."""
     minimum: Optional[float] = None
     maximum: Optional[float] = None
     below: Optional[float] = None
@@ -149,7 +150,12 @@ class Float(Attribute):
     def parse(self, value):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise Invalid(f"{_shown(value)!r} is not a number")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            raise Invalid(f"{value} is too large for a float") from None
+        if self.minimum is None and self.maximum is None and self.below is None:
+            return value
         low = -math.inf if self.minimum is None else self.minimum
         if not (low <= value and (self.maximum is None or value <= self.maximum)
                 and (self.below is None or value < self.below)):

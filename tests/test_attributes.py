@@ -68,6 +68,13 @@ def test_dropout_rate_is_checked_by_its_declaration(g, rate, message):
         g.nn.dropout(g.placeholder("x", (3,)), rate, seed=1)
 
 
+def test_unbounded_floats_take_nan_and_infinities_but_not_what_overflows_a_float(g):
+    assert np.isnan(g.random.normal((2,), mean=np.nan, seed=1).node.attributes["mean"])
+    assert g.random.uniform((2,), low=-np.inf, high=np.float32(2), seed=1).node.attributes["high"] == 2.0
+    with pytest.raises(gv.OpArgumentError, match="attribute 'mean': 1000.* is too large for a float"):
+        g.random.normal((2,), mean=10**400, seed=1)
+
+
 # --- axes (issue 13 item 5) -------------------------------------------------------------------------
 
 def _axis_ops(g, axis):

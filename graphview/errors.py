@@ -59,18 +59,6 @@ class TrainingError(GraphviewError, RuntimeError):
         self.iteration, self.epoch, self.loss = iteration, epoch, loss
 
 
-class TrainingError(GraphviewError, RuntimeError):
-    """Training that cannot go on: the loss became NaN or infinite.
-
-    ``iteration`` is the failed step (counted from 1, as ``ctx.iteration``),
-    ``epoch`` its epoch (from 0, as ``ctx.epoch``) and ``loss`` the loss it gave.
-    """
-
-    def __init__(self, message, iteration=None, epoch=None, loss=None):
-        super().__init__(message)
-        self.iteration, self.epoch, self.loss = iteration, epoch, loss
-
-
 def did_you_mean(name, candidates):
     """``" (did you mean 'x'?)"``: the candidates closest to an unknown ``name``, or ``""`` when none is close."""
     close = difflib.get_close_matches(str(name), [str(c) for c in candidates], n=3)

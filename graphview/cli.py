@@ -12,7 +12,8 @@ import sys
 import time
 
 PASSED, FAILED, USAGE = 0, 1, 2
-PROGRESS_DELAY = 1.0  # seconds before a progress bar or status line appears
+PROGRESS_DELAY = 1.0  # seconds before a progress bar appears on a terminal
+STATUS_LINES_DELAY = 5.0  # seconds before status lines appear in a log (quick commands write none)
 DEFAULT_MAX_FAILURES = 20  # failures listed per variable in --json and --junit
 
 
@@ -283,7 +284,8 @@ def _gradcheck(args):
 
 def _progress(args, description, **settings):
     from graphview.cli_progress import activity, shown
-    return activity(shown(args), description, delay=PROGRESS_DELAY, **settings)
+    mode = shown(args)
+    return activity(mode, description, delay=STATUS_LINES_DELAY if mode == "lines" else PROGRESS_DELAY, **settings)
 
 
 def _check_target(args, options):

@@ -224,7 +224,7 @@ def run_on_a_terminal(argv, cwd):
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
-def test_progress_names_the_op_and_the_kernel_compiling_on_a_terminal_only(tmp_path):
+def test_progress_names_the_op_and_the_kernel_compiling_on_a_terminal(tmp_path):
     status, out, terminal = run_on_a_terminal(["gradcheck", "--ops", "cube_fresh"], tmp_path)
     assert status == 0, terminal
     assert "gradcheck ops" in terminal and "cube_fresh[0]" in terminal, terminal
@@ -233,6 +233,23 @@ def test_progress_names_the_op_and_the_kernel_compiling_on_a_terminal_only(tmp_p
     status, out, terminal = run_on_a_terminal(["gradcheck", "--ops", "cube_fresh", "--quiet"], tmp_path)
     assert status == 0 and terminal == "", terminal
     assert out.startswith("gradient checks: 1/1")
+
+
+def test_progress_is_written_as_status_lines_when_stderr_is_not_a_terminal(tmp_path):
+    # A CI log or `make run | tee`: no bar to redraw, but never silent for long either.
+    script = SLOW_FIRST_USE.replace("graphview.cli.PROGRESS_DELAY = 0.0",
+                                    "graphview.cli.PROGRESS_DELAY = graphview.cli.STATUS_LINES_DELAY = 0.0\n"
+                                    "import graphview.cli_progress; graphview.cli_progress.LINE_EVERY = 0.0")
+    done = subprocess.run([sys.executable, "-c", script, "gradcheck", "--ops", "cube_fresh"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines and all(re.fullmatch(r"gradcheck ops: .* \[\d+ s\]", line) for line in lines), done.stderr
+    assert "\r" not in done.stderr and "gradcheck ops" not in done.stdout
+    quiet = subprocess.run([sys.executable, "-c", script, "gradcheck", "--ops", "cube_fresh", "--quiet"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
 
 
 def test_make_run_checks_the_ops_with_progress_and_the_readme_says_how_long_the_first_run_takes():

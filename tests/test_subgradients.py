@@ -55,11 +55,12 @@ def test_pow_gradient_for_the_exponent_is_zero_where_the_base_is_not_positive():
     np.testing.assert_allclose(result["y"][4], 2.0 ** 0.5 * np.log(2.0))
 
 
-def test_pow_gradient_for_the_base_is_y_x_to_the_y_minus_1_as_computed():
-    x, y = [0.0, 0.0, 0.0, 0.0, -2.0, -2.0], [2.0, 1.0, 0.5, 0.0, 3.0, 0.5]
+def test_pow_gradient_for_the_base_is_y_x_to_the_y_minus_1_and_zero_for_a_zero_exponent():
+    x, y = [0.0, 0.0, 0.0, 0.0, -2.0, -2.0, 5.0], [2.0, 1.0, 0.5, 0.0, 3.0, 0.5, 0.0]
     with np.errstate(divide="ignore", invalid="ignore"):
-        expected = np.asarray(y) * np.power(x, np.asarray(y) - 1.0)
-    np.testing.assert_array_equal(expected, [0.0, 1.0, inf, nan, 12.0, nan])
+        expected = np.where(np.asarray(y) == 0.0, 0.0, np.asarray(y) * np.power(x, np.asarray(y) - 1.0))
+    # x**0 is constant: its gradient is 0 even at x == 0, where y * x**(y-1) would be 0 * inf (as PyTorch).
+    np.testing.assert_array_equal(expected, [0.0, 1.0, inf, 0.0, 12.0, nan, 0.0])
     result = gradients(lambda g, x, y: g.math.pow(x, y), x=x, y=y)
     np.testing.assert_array_equal(result["x"], expected)
 
@@ -80,5 +81,5 @@ def test_the_readme_documents_each_convention_pinned_here():
     section = text[text.index("**Subgradients.**"):text.index("### Listeners")]
     for documented in ["a tie, `x == y`", "all to `x`, none to `y`", "`x` or `y` is NaN", "`nn.relu(x)` | `x == 0`",
                        "`nn.relu(x)` | `x` is NaN", "`abs(x)` | `x == 0`", "`abs(x)` | `x` is NaN",
-                       "`pow(x, y)`, for `y` | `x <= 0`", "`pow(x, y)`, for `x`", "NaN for `y == 0`"]:
+                       "`pow(x, y)`, for `y` | `x <= 0`", "`pow(x, y)`, for `x`", "0 where `y == 0`"]:
         assert documented in section, documented

@@ -101,7 +101,8 @@ div = elementwise("div", kernels.div, reference=np.true_divide, promote="float",
                   samples=binary_samples(positive=True), doc="x / y (true division; integers give float64).")
 pow = elementwise("pow", kernels.pow, reference=np.power, promote="float",
                   vjp=lambda g, out, x, y: (
-                      _reduce_to(mul(g, mul(y, pow(x, sub(y, 1.0)))), x, out),
+                      # y * x**(y-1), and 0 where y == 0 (x**0 is constant; PyTorch's convention), even at x == 0.
+                      _reduce_to(mul(g, where(eq(y, 0.0), 0.0, mul(y, pow(x, sub(y, 1.0))))), x, out),
                       _reduce_to(mul(g, mul(out, log(where(gt(x, 0.0), x, 1.0)))), y, out)),
                   samples=binary_samples(positive=True), doc="x ** y, in floating point.")
 maximum = elementwise("maximum", kernels.maximum, reference=np.maximum,

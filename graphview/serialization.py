@@ -17,6 +17,7 @@ import json
 import math
 import os
 import secrets
+import stat
 import struct
 import zipfile
 import zlib
@@ -110,11 +111,16 @@ def _replacing(path):
 
     The temporary file beside ``path`` is created as ``open`` creates files (mode 0666 less the umask),
     not as ``tempfile.mkstemp`` does (0600), so a saved graph is as readable as any file its user writes.
+    As with ``open``, a link is written through (its target is replaced) and an existing file keeps
+    its permissions.
     """
-    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise GraphFileError(f"{path}: cannot write the graph file: it is a folder; give a file name in it")
+    given, path = path, os.path.realpath(path)
+    folder = os.path.dirname(path)
     if not os.path.isdir(folder):
         missing = "is not a folder" if os.path.exists(folder) else "does not exist"
-        raise GraphFileError(f"{path}: cannot write the graph file: the folder {folder} {missing}")
+        raise GraphFileError(f"{given}: cannot write the graph file: the folder {folder} {missing}")
     for _ in range(100):
         temporary = os.path.join(folder, f".graphview-{secrets.token_hex(6)}.tmp")
         try:
@@ -123,8 +129,10 @@ def _replacing(path):
         except FileExistsError:
             continue
     else:
-        raise GraphFileError(f"{path}: cannot write the graph file: no free temporary name in {folder}")
+        raise GraphFileError(f"{given}: cannot write the graph file: no free temporary name in {folder}")
     try:
+        if os.path.isfile(path):
+            os.chmod(handle, stat.S_IMODE(os.stat(path).st_mode))
         with os.fdopen(handle, "wb") as stream:
             yield stream
         os.replace(temporary, path)

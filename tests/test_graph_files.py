@@ -41,9 +41,11 @@ def test_saving_to_something_that_is_not_a_path_is_a_graph_file_error(path, matc
 
 def test_saving_over_a_folder_names_it_and_leaves_no_temporary_file(tmp_path):
     (tmp_path / "folder").mkdir()
-    with pytest.raises(gv.GraphFileError, match=f"{tmp_path / 'folder'}: cannot write the graph file: .*directory"):
+    with pytest.raises(gv.GraphFileError, match=f"{tmp_path / 'folder'}: cannot write the graph file: it is a folder"):
         _graph().save(tmp_path / "folder")
     assert sorted(os.listdir(tmp_path)) == ["folder"]
+    with pytest.raises(gv.GraphFileError, match=r"^\.: cannot write the graph file: it is a folder"):
+        _graph().save(".")
 
 
 def test_placeholder_values_must_be_a_mapping(tmp_path):
@@ -60,6 +62,21 @@ def test_saved_files_respect_the_umask(tmp_path, umask, mode):
         os.umask(previous)
     assert os.stat(tmp_path / "x.gvz").st_mode & 0o777 == mode
     assert gv.load(tmp_path / "x.gvz").nodes() == _graph().nodes()
+
+
+def test_saving_over_a_file_keeps_its_permissions_and_writes_through_a_link(tmp_path):
+    # As open() does: an existing file keeps its mode, and a link's target is what gets replaced.
+    kept = tmp_path / "kept.gvz"
+    kept.write_bytes(b"old")
+    os.chmod(kept, 0o600)
+    _graph().save(kept)
+    assert os.stat(kept).st_mode & 0o777 == 0o600
+    assert gv.load(kept).nodes() == _graph().nodes()
+    target, link = tmp_path / "target.gvz", tmp_path / "link.gvz"
+    target.write_bytes(b"old")
+    link.symlink_to(target)
+    _graph().save(link)
+    assert link.is_symlink() and gv.load(target).nodes() == _graph().nodes()
 
 
 # --- reading: .npy headers ---------------------------------------------------------

@@ -29,25 +29,25 @@ from graphview.variable import Kind, Variable
 
 _TOKEN = re.compile(r"\(|\)|[A-Za-z_][A-Za-z0-9_]*|[0-9]+|\.\.\.|\S")
 ELLIPSIS = "..."
-ANONYMOUS = "#"   # "2#3": the anonymous axis of size 2 at token 3 of its side; '#' is in no name
+ANONYMOUS = "#"   # "2#r3": the anonymous axis of size 2 at token 3 of the right side; '#' is in no name
 
 
 class PatternError(GraphviewError, ValueError):
     """A rearrange pattern that does not parse or does not fit the input."""
 
 
-def parse_side(text, where):
-    """A side of a pattern as a list of items: a name, ``"1"``, or a tuple of names (a group).
+def parse_side(text, where, side):
+    """A side (``"l"`` or ``"r"``) of a pattern as a list of items: a name, ``"1"``, or a tuple of names.
 
-    A number n > 1 is an anonymous axis of size n, named ``"n#i"`` (i: the token's position), so that
-    two anonymous axes are never the same axis, as in einops."""
+    A number n > 1 is an anonymous axis of size n, named ``"n#<side><i>"`` (i: the token's position), so
+    that two anonymous axes are never the same axis, on one side or across the two, as in einops."""
     items, group = [], None
     for position, token in enumerate(_TOKEN.findall(text)):
         if token.isascii() and token.isdigit():
             size = int(token)
             if size == 0:
                 raise PatternError(f"{where}: an anonymous axis must have a size of at least 1, not {token}")
-            token = "1" if size == 1 else f"{size}{ANONYMOUS}{position}"
+            token = "1" if size == 1 else f"{size}{ANONYMOUS}{side}{position}"
         if token == "(":
             if group is not None:
                 raise PatternError(f"{where}: groups cannot nest")
@@ -161,6 +161,11 @@ def reduce(x, pattern, /, reduction, **sizes):
                            f"not {reduction!r}")
     left, right, sizes, where = _parse(x, pattern, sizes, "reduce", "'b t f -> b f'", reducing=True)
     ins, outs = _names(left), _names(right)
+    anonymous = [n for n in outs if anonymous_size(n)]
+    if anonymous:
+        raise PatternError(f"{where}: anonymous axes ({', '.join(_shown(anonymous))}) on the right side; each "
+                           "number is an axis of its own, which reduce cannot create (as einops; use 1 or () "
+                           "for a new unit axis, a name to keep an axis)")
     extra = sorted(set(outs) - set(ins))
     if extra:
         raise PatternError(f"{where}: {_shown(extra)} on the right side only; reduce cannot create axes "
@@ -188,7 +193,9 @@ def _on_array(function, x, pattern, args, sizes):
         raise DTypeError(f"{what}: x must be a graphview Variable or an array of {names}, not {shown}")
     graph = Graph(f"gv.{function.__name__}")
     result = function(graph.placeholder("array", array.shape, array.dtype), pattern, *args, **sizes)
-    return graph.output({"array": array}, [result])[result.name]
+    # An ndarray goes to the placeholder as given, so that its check refuses a masked array (whose mask
+    # np.asarray would drop) exactly as it does for any graph.
+    return graph.output({"array": x if isinstance(x, np.ndarray) else array}, [result])[result.name]
 
 
 def _parse(x, pattern, sizes, what, example, reducing=False):
@@ -198,7 +205,7 @@ def _parse(x, pattern, sizes, what, example, reducing=False):
         raise PatternError(f"{what}: the pattern must look like {example}, not {pattern!r}")
     where = f"{what} {pattern!r}"
     left_text, right_text = pattern.split("->")
-    left, right = parse_side(left_text, where), parse_side(right_text, where)
+    left, right = parse_side(left_text, where, "l"), parse_side(right_text, where, "r")
     left, right = expand_ellipsis(left, right, len(x.shape), where, reducing)
     if len(left) != len(x.shape):
         raise PatternError(f"{where}: the left side names {len(left)} axes but {x.name!r} has "

@@ -280,7 +280,12 @@ def test_reduce_reduces_anonymous_axes_as_einops(pattern, sizes, shape, referenc
 @pytest.mark.parametrize("function,pattern,match", [
     (gv.rearrange, "a (b 2) -> a b", r"rearrange 'a \(b 2\) -> a b': anonymous axes \(2\) are for gv.reduce"),
     (gv.rearrange, "a b -> a b 3", r"anonymous axes \(3\) are for gv.reduce"),
-    (lambda x, p: gv.reduce(x, p, "sum"), "a b -> a b 2", r"\['2'\] on the right side only; reduce cannot create axes"),
+    (lambda x, p: gv.reduce(x, p, "sum"), "a b -> a b 2", r"anonymous axes \(2\) on the right side; each number is an "
+                                                          r"axis of its own, which reduce cannot create"),
+    # The same number in the same position on both sides is still two axes, as in einops.
+    (lambda x, p: gv.reduce(x, p, "sum"), "a 6 -> a 6", r"reduce 'a 6 -> a 6': anonymous axes \(6\) on the right side"),
+    (lambda x, p: gv.reduce(x, p, "sum"), "2 6 -> 2", r"reduce '2 6 -> 2': anonymous axes \(2\) on the right side"),
+    (lambda x, p: gv.reduce(x, p, "max"), "a (b 2) -> a (b 2)", r"anonymous axes \(2\) on the right side"),
     (lambda x, p: gv.reduce(x, p, "sum"), "3 b -> b", r"reduce '3 b -> b': the pattern's 3 is an axis of size 3 but "
                                                       r"that axis has size 2"),
     (lambda x, p: gv.reduce(x, p, "sum"), "a (b 0) -> a", "an anonymous axis must have a size of at least 1, not 0"),
@@ -318,6 +323,26 @@ def test_rearrange_and_reduce_of_arrays_and_lists():
 def test_what_is_neither_a_variable_nor_an_array_is_named(value, match):
     with pytest.raises(gv.DTypeError, match=match):
         gv.rearrange(value, "a b -> b a")
+
+
+@pytest.mark.parametrize("function", [lambda x: gv.rearrange(x, "a b -> b a"), lambda x: gv.reduce(x, "a b -> a", "sum")])
+def test_a_masked_array_is_refused_as_a_placeholder_refuses_it(function):
+    masked = np.ma.array(np.arange(6.0).reshape(2, 3), mask=[[0, 1, 0], [0, 0, 0]])
+    with pytest.raises(gv.PlaceholderError, match="placeholder 'array' was fed a masked array, whose mask graphview "
+                                                  "cannot honour"):
+        function(masked)
+
+
+def test_objects_numpy_reads_as_arrays_are_taken_as_numpy_takes_them():
+    class Wrapped:   # what a torch tensor or a pandas frame offers
+        def __array__(self, dtype=None, copy=None):
+            return np.arange(6.0).reshape(2, 3)
+    result = gv.reduce(Wrapped(), "a b -> b", "sum")
+    assert isinstance(result, np.ndarray)
+    np.testing.assert_array_equal(result, [3.0, 5.0, 7.0])
+    torch = pytest.importorskip("torch")
+    np.testing.assert_array_equal(gv.rearrange(torch.arange(6.0).reshape(2, 3), "a b -> b a"),
+                                  np.arange(6.0).reshape(2, 3).T)
 
 
 def test_an_array_that_does_not_fit_the_pattern_is_a_pattern_error():

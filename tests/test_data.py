@@ -247,3 +247,51 @@ def test_errors_are_graphview_errors_with_names():
         list(numbered() >> data.Normalize("z", mean=0.0, std=1.0))
     with pytest.raises(data.DataError, match="batches cannot be batched again"):
         list(numbered() >> data.Batch(2) >> data.Batch(2))
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: data.Shuffle(seed="a"), r"Shuffle: seed 'a' is not a seed: a seed is an int in \[0, 2\*\*64\)"),
+    (lambda: data.Shuffle(seed=-1), r"Shuffle: seed -1 is not a seed"),
+    (lambda: data.Shuffle(seed=2 ** 64), r"Shuffle: seed 18446744073709551616 is not a seed"),
+    (lambda: data.Shuffle(seed=1.0), r"Shuffle: seed 1.0 is not a seed"),
+    (lambda: data.Shuffle(buffer_size=0), r"Shuffle: buffer_size 0 is not in \[1, inf\]"),
+    (lambda: data.Shuffle(buffer_size=2.5), r"Shuffle: buffer_size 2.5 is not an int"),
+    (lambda: data.OneHot("y", 2.5), r"OneHot: classes 2.5 is not an int"),
+    (lambda: data.OneHot("y", 0), r"OneHot: classes 0 is not in \[1, inf\]"),
+    (lambda: data.OneHot("y", True), r"OneHot: classes True is not an int"),
+    (lambda: data.OneHot(3, 2), r"OneHot: field 3 is not a field name \(a str\)"),
+    (lambda: data.OneHot("y", 2, dtype="banana"), r"OneHot: dtype 'banana' is not a NumPy numeric dtype"),
+    (lambda: data.Batch(2.0), r"Batch: size 2.0 is not an int"),
+    (lambda: data.Batch(0), r"Batch: size 0 is not in \[1, inf\]"),
+    (lambda: data.Batch(2, drop_last="yes"), r"Batch: drop_last 'yes' is not a bool"),
+    (lambda: data.Batch(2, pad="shortest"), r"Batch: pad 'shortest' is not None, 'longest' or a length >= 0"),
+    (lambda: data.Batch(2, pad=-1), r"Batch: pad -1 is not None, 'longest' or a length >= 0"),
+    (lambda: data.Batch(2, pad="longest", pad_value="x"), r"Batch: pad_value 'x' is not a number"),
+    (lambda: data.Batch(2, pad="longest", fields="x"), r"Batch: fields 'x' is not None or a list of field names"),
+    (lambda: data.Batch(2, fields=["x"]), r"Batch: fields= names the fields to pad"),
+    (lambda: data.Normalize("x", per_feature="no"), r"Normalize: per_feature 'no' is not a bool"),
+    (lambda: data.Normalize(None), r"Normalize: field None is not a field name \(a str\)"),
+    (lambda: data.Normalize("x", mean=0.0, std=-1.0), r"Normalize: std holds -1.0; a standard deviation is >= 0"),
+    (lambda: data.Normalize("x", mean="a", std=1.0), r"Normalize: mean 'a' is not an array of numbers"),
+    (lambda: data.Normalize("x", mean=np.nan, std=1.0), r"Normalize: mean holds nan; the statistics must be finite"),
+    (lambda: data.Map(lambda s: s, batched="yes"), r"Map: batched 'yes' is not a bool"),
+    (lambda: data.Map(3), r"Map: function 3 is not callable"),
+    (lambda: data.Filter("x"), r"Filter: predicate 'x' is not callable"),
+    (lambda: data.BucketByLength("x", [2, 4], 0), r"BucketByLength: size 0 is not in \[1, inf\]"),
+    (lambda: data.BucketByLength("x", [2.5], 2), r"BucketByLength: boundaries \(2.5,\) holds 2.5, which is not an int"),
+    (lambda: data.BucketByLength("x", [4, 2], 2), r"BucketByLength: boundaries must be increasing positive lengths"),
+    (lambda: data.BucketByLength("x", [2], 2, drop_last=1), r"BucketByLength: drop_last 1 is not a bool"),
+])
+def test_transformer_arguments_are_checked_when_constructed(make, match):
+    with pytest.raises(data.DataError, match=match) as caught:
+        make()
+    assert isinstance(caught.value, gv.GraphviewError)
+
+
+def test_valid_transformer_arguments_are_kept_as_plain_values():
+    shuffle = data.Shuffle(seed=np.uint64(2 ** 64 - 1), buffer_size=np.int32(3))
+    assert shuffle.seed == 2 ** 64 - 1 and type(shuffle.seed) is int and shuffle.buffer_size == 3
+    assert labels_of(numbered(5) >> shuffle) == labels_of(numbered(5) >> data.Shuffle(seed=2 ** 64 - 1, buffer_size=3))
+    assert data.OneHot("y", np.int64(3)).classes == 3
+    assert data.Batch(np.int64(2), drop_last=np.True_).drop_last is True
+    assert data.Map(lambda s: s, batched=np.True_).batched is True

@@ -213,3 +213,158 @@ def test_a_subclass_that_makes_its_own_samples_keeps_them():
     (first, *_) = Doubled({"x": x}, {"y": y}) >> data.Shuffle(seed=0) >> data.Batch(8)
     order = np.random.default_rng([0, 0]).permutation(len(y))[:8]
     np.testing.assert_array_equal(first["x"], 2 * x[order])
+
+
+def vectors_in_an_object_array(n=10):
+    column = np.empty(n, object)
+    for i in range(n):
+        column[i] = np.full(4, float(i))
+    return column
+
+
+def test_object_columns_keep_the_per_sample_path():
+    dataset = data.ArrayDataSet({"x": vectors_in_an_object_array()}, {"y": np.arange(10) % 3}) >> data.Batch(4)
+    first = list(dataset)[0]["x"]
+    assert first.dtype == np.float64 and first.shape == (4, 4)
+    np.testing.assert_array_equal(first, np.repeat(np.arange(4.0), 4).reshape(4, 4))
+    assert_same_batches(dataset.iterate(0), dataset.iterate_per_sample(0))
+
+
+def test_ragged_object_columns_without_padding_say_how_to_pad():
+    ragged = np.empty(4, object)
+    for i, n in enumerate((2, 4, 1, 3)):
+        ragged[i] = np.arange(n)
+    with pytest.raises(data.DataError, match=r"pad them with Batch\(size, pad='longest'\)"):
+        list(data.ArrayDataSet({"tokens": ragged}, {"y": np.arange(4)}) >> data.Batch(4))
+
+
+class NoisyShuffle(data.Shuffle):
+    def apply(self, items, epoch):
+        for s in super().apply(items, epoch):
+            yield data.Sample({"x": s["x"] + 100}, {"y": s["y"]})
+
+
+class Plus100(data.OneHot):
+    def apply(self, items, epoch):
+        return (item.replace(x=item["x"] + 100) for item in items)
+
+
+class SampleCounter(data.Map):
+    def apply(self, items, epoch):
+        return (self.transform(item.replace(x=item["x"] + 100)) for item in items)
+
+
+class LeftAlone(data.Normalize):
+    def apply(self, items, epoch):
+        return (item.replace(x=item["x"] + 100) for item in items)
+
+
+class NoBatchingAfterAll(data.Batch):
+    def apply(self, items, epoch):
+        for batch in super().apply(items, epoch):
+            yield batch.replace(x=batch["x"] + 100)
+
+
+@pytest.mark.parametrize("stage", [NoisyShuffle(seed=0), Plus100("y", 5), SampleCounter(lambda s: s, batched=True),
+                                   LeftAlone("x", mean=0.0, std=1.0)],
+                         ids=["shuffle", "one hot", "map", "normalize"])
+def test_a_subclass_that_overrides_apply_runs_its_apply(stage):
+    x, y, _ = table()
+    dataset = data.ArrayDataSet({"x": x}, {"y": y}) >> stage >> data.Batch(8)
+    batches = list(dataset)
+    assert all((batch["x"] >= 50).all() for batch in batches)
+    assert_same_batches(batches, dataset.iterate_per_sample(0))
+
+
+def test_a_batch_subclass_that_overrides_apply_runs_its_apply():
+    x, y, _ = table()
+    dataset = data.ArrayDataSet({"x": x}, {"y": y}) >> data.Shuffle(seed=0) >> NoBatchingAfterAll(8)
+    batches = list(dataset)
+    assert all((batch["x"] >= 50).all() for batch in batches)
+    assert_same_batches(batches, dataset.iterate_per_sample(0))
+
+
+def test_a_subclass_that_keeps_the_batch_methods_keeps_the_sliced_path(monkeypatch):
+    class Named(data.Shuffle):
+        def __repr__(self):
+            return "Named()"
+    x, y, _ = table()
+    dataset = data.ArrayDataSet({"x": x}, {"y": y}) >> Named(seed=0) >> data.Batch(16)
+    monkeypatch.setattr(data.ArrayDataSet, "__getitem__", lambda self, i: pytest.fail("a sample was built"))
+    assert [batch.size for batch in dataset.iterate(0)] == [16, 16, 16, 5]
+
+
+@pytest.mark.parametrize("result", [3, None, (1, 2)], ids=["int", "none", "tuple"])
+def test_a_batched_map_returning_a_non_item_is_the_same_error_on_both_paths(result):
+    x, y, _ = table(4)
+    dataset = data.ArrayDataSet({"x": x}, {"y": y}) >> data.Map(lambda b: result, batched=True) >> data.Batch(2)
+    messages = []
+    for iterate in (dataset.iterate, dataset.iterate_per_sample):
+        with pytest.raises(data.DataError, match=r"Map\('<lambda>', batched=True\): the function returned") as caught:
+            list(iterate(0))
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+
+
+def test_fit_checks_the_validation_data_before_the_first_step():
+    x, y, _ = table()
+    g = model()
+    before = g.value("w").copy()
+    with pytest.raises(gv.DTypeError, match=r"validation.*label field 'y' has dtype float64, but placeholder 'y'"):
+        g.fit(data.ArrayDataSet({"x": x}, {"y": y}) >> data.Batch(16), 1, gv.TrainingConfig(gv.SGD(0.1), ["x"], ["y"]),
+              validation=data.ArrayDataSet({"x": x}, {"y": y.astype(np.float64)}) >> data.Batch(16))
+    np.testing.assert_array_equal(g.value("w"), before)
+
+
+def test_checking_the_validation_data_early_reads_a_one_shot_iterable_once():
+    x, y, _ = table()
+    batches = iter(list(data.ArrayDataSet({"x": x}, {"y": y}) >> data.Batch(16)))
+    one_shot = data.IterableDataSet(lambda: batches)
+    g = model()
+    history = g.fit(data.ArrayDataSet({"x": x}, {"y": y}) >> data.Batch(16), 1,
+                    gv.TrainingConfig(gv.SGD(0.1), ["x"], ["y"]), validation=one_shot)
+    reference = model()
+    expected = reference.fit(data.ArrayDataSet({"x": x}, {"y": y}) >> data.Batch(16), 1,
+                             gv.TrainingConfig(gv.SGD(0.1), ["x"], ["y"]),
+                             validation=data.ArrayDataSet({"x": x}, {"y": y}) >> data.Batch(16))
+    assert history.validation == expected.validation and history.validation[0]["loss"] > 0
+
+
+def test_fit_refuses_an_empty_validation_set_before_the_first_step():
+    x, y, _ = table()
+    g = model()
+    before = g.value("w").copy()
+    with pytest.raises(gv.GraphviewError, match="the validation data set gave no batches"):
+        g.fit(data.ArrayDataSet({"x": x}, {"y": y}) >> data.Batch(16), 1, gv.TrainingConfig(gv.SGD(0.1), ["x"], ["y"]),
+              validation=data.IterableDataSet(lambda: []))
+    np.testing.assert_array_equal(g.value("w"), before)
+
+
+@pytest.mark.parametrize("flag", ["no", 0, 1, None, 1.0])
+def test_training_config_flags_must_be_bools(flag):
+    with pytest.raises(gv.GraphviewError, match=rf"TrainingConfig: terminate_on_nan must be True or False, "
+                                                rf"not {flag!r}"):
+        gv.TrainingConfig(gv.SGD(0.1), ["x"], ["y"], terminate_on_nan=flag)
+    assert gv.TrainingConfig(gv.SGD(0.1), ["x"], ["y"], terminate_on_nan=np.False_).terminate_on_nan is False
+
+
+def test_a_normalize_shared_with_the_validation_data_still_learns_from_the_training_data():
+    x, y, _ = table()
+    normalize = data.Normalize("x")
+    g = model()
+    g.fit(data.ArrayDataSet({"x": x}, {"y": y}) >> normalize >> data.Batch(16), 1,
+          gv.TrainingConfig(gv.SGD(0.1), ["x"], ["y"]),
+          validation=data.ArrayDataSet({"x": 10 * x[:20]}, {"y": y[:20]}) >> normalize >> data.Batch(16))
+    np.testing.assert_allclose(normalize.mean, x.mean(axis=0))
+
+
+def test_evaluate_maps_renamed_features_and_fit_names_validation_data_in_errors():
+    x, y, _ = table()
+    g = model()
+    report = g.evaluate(data.ArrayDataSet({"a": x}, {"y": y}) >> data.Batch(16), "logits", "y",
+                        feature_mapping={"a": "x"})
+    assert report.count == len(y)
+    with pytest.raises(gv.PlaceholderError, match="the validation batch has no feature field 'x'"):
+        g.fit(data.ArrayDataSet({"x": x}, {"y": y}) >> data.Batch(16), 1,
+              gv.TrainingConfig(gv.SGD(0.1), {"x": "x"}, ["y"]),
+              validation=data.ArrayDataSet({"a": x}, {"y": y}) >> data.Batch(16))

@@ -6,8 +6,9 @@ was; here every padded field's true lengths travel with the batch in
 """
 import numpy as np
 
+from graphview import attributes
 from graphview.data.sample import DataError, MiniBatch, Sample
-from graphview.data.transformers import Transformer
+from graphview.data.transformers import Transformer, argument, field_name, number
 
 
 def collate(samples, pad=None, pad_value=0, fields=None):
@@ -72,20 +73,37 @@ def _pad(name, arrays, pad, pad_value):
         raise DataError(f"Batch: field {name!r} can only be padded along its first axis, "
                         f"but its other axes differ: {sorted(rest)[:3]}")
     lengths = np.array([len(array) for array in arrays], dtype=np.int64)
+    pad = padding("Batch", pad)
     if pad == "longest":
         target = int(lengths.max())
-    elif isinstance(pad, (int, np.integer)) and not isinstance(pad, bool) and pad >= 0:
-        target = int(pad)
+    else:
+        target = pad
         if lengths.max() > target:
             raise DataError(f"Batch: field {name!r} has an example of length {int(lengths.max())}, "
                             f"longer than the fixed length {target}")
-    else:
-        raise DataError(f"Batch: pad must be None, 'longest' or a length >= 0, not {pad!r}")
     dtype = np.result_type(*arrays)
     out = np.full((len(arrays), target) + arrays[0].shape[1:], pad_value, dtype=dtype)
     for row, array in enumerate(arrays):
         out[row, :len(array)] = array
     return out, lengths
+
+
+def padding(who, pad):
+    """``pad`` checked: None, ``"longest"`` or a length (an int >= 0)."""
+    if pad is None or (isinstance(pad, str) and pad == "longest"):
+        return pad
+    if attributes.is_integer(pad) and int(pad) >= 0:
+        return int(pad)
+    raise DataError(f"{who}: pad {pad!r} is not None, 'longest' or a length >= 0")
+
+
+def field_names(who, fields):
+    """``fields``: None or a list of field names."""
+    if fields is None:
+        return None
+    if isinstance(fields, (str, bytes)) or not isinstance(fields, (list, tuple)):
+        raise DataError(f"{who}: fields {fields!r} is not None or a list of field names")
+    return [field_name(who, name, "fields entry") for name in fields]
 
 
 class Batch(Transformer):
@@ -96,16 +114,23 @@ class Batch(Transformer):
     """
 
     def __init__(self, size, drop_last=False, pad=None, pad_value=0, fields=None):
-        if not isinstance(size, (int, np.integer)) or size < 1:
-            raise DataError(f"Batch: size must be a positive int, not {size!r}")
-        self.size = int(size)
-        self.drop_last = drop_last
-        self.pad, self.pad_value, self.fields = pad, pad_value, fields
+        self.size = argument("Batch", "size", size, attributes.Int(minimum=1))
+        self.drop_last = argument("Batch", "drop_last", drop_last, attributes.Bool())
+        self.pad = padding("Batch", pad)
+        self.pad_value = number("Batch", "pad_value", pad_value)
+        self.fields = field_names("Batch", fields)
+        if self.pad is None and self.fields:
+            raise DataError("Batch: fields= names the fields to pad, so give pad='longest' or a length too")
 
     @property
     def batch_capable(self):
         """Batches without padding can be sliced from arrays (padding needs each example's length)."""
         return "batch" if self.pad is None and not self.fields else None
+
+    def row_slices(self, count):
+        """The rows of each batch ``apply`` makes from ``count`` items, as slices."""
+        stop = count - count % self.size if self.drop_last else count
+        return [slice(start, min(start + self.size, stop)) for start in range(0, stop, self.size)]
 
     def apply(self, items, epoch):
         group = []
@@ -135,13 +160,15 @@ class BucketByLength(Transformer):
     """
 
     def __init__(self, field, boundaries, size, pad_value=0, fields=None, drop_last=False):
-        boundaries = [int(b) for b in boundaries]
+        boundaries = list(attributes.integers(boundaries, "BucketByLength", "boundaries", DataError))
         if not boundaries or any(b <= a for a, b in zip(boundaries, boundaries[1:])) or boundaries[0] < 1:
             raise DataError(f"BucketByLength: boundaries must be increasing positive lengths, not {boundaries}")
-        if size < 1:
-            raise DataError(f"BucketByLength: size must be at least 1, not {size}")
-        self.field, self.boundaries, self.size = field, boundaries, int(size)
-        self.pad_value, self.fields, self.drop_last = pad_value, fields, drop_last
+        self.field = field_name("BucketByLength", field)
+        self.boundaries = boundaries
+        self.size = argument("BucketByLength", "size", size, attributes.Int(minimum=1))
+        self.pad_value = number("BucketByLength", "pad_value", pad_value)
+        self.fields = field_names("BucketByLength", fields)
+        self.drop_last = argument("BucketByLength", "drop_last", drop_last, attributes.Bool())
 
     def bucket_of(self, length):
         for index, boundary in enumerate(self.boundaries):

@@ -42,7 +42,8 @@ class DataSet:
 
     def arrays(self):
         """``(features, targets)``, dicts of arrays whose rows are the samples, when the data set is backed
-        by such arrays (so batches can be sliced from them, graphview/data/slicing.py); else None."""
+        by such arrays (so batches can be sliced from them, graphview/data/slicing.py, when they hold numbers
+        or bools); else None."""
         return None
 
 

@@ -3,8 +3,10 @@
 Run sample by sample, ``ArrayDataSet >> Shuffle >> Normalize >> Batch(256)``
 builds 256 Sample objects per batch and stacks them again, which costs more
 than a small model's training step. When the source holds its fields as
-arrays (``DataSet.arrays()``) and every transformer before the ``Batch`` is
-batch-capable (``Transformer.batch_capable``), a pass is instead one index
+arrays of numbers or bools (``DataSet.arrays()``; an object array may hold
+examples of any shape, which only stacking them can check) and every
+transformer before the ``Batch`` is batch-capable
+(``Transformer.sliced_capability()``), a pass is instead one index
 order (each reordering transformer permutes it), one fancy-index per field per
 batch, and the element-wise transformers applied to whole batches. The batches
 are exactly those of the per-sample path, in the same order: a reordering
@@ -16,17 +18,23 @@ import numpy as np
 
 from graphview.data.sample import MiniBatch
 
+SLICEABLE_KINDS = "biufc"       # bool, integers, floats, complex: rows of these are the examples themselves
+
 
 def sliced_pipeline(arrays, stages):
     """A SlicedPipeline for ``source >> stages``, or None when the pipeline must run per sample."""
     if arrays is None:
         return None
+    if any(column.dtype.kind not in SLICEABLE_KINDS for columns in arrays for column in columns.values()):
+        return None
+    capabilities = []
     for position, stage in enumerate(stages):
-        capability = stage.batch_capable
+        capability = stage.sliced_capability()
         if capability == "batch":
-            return SlicedPipeline(arrays, stages[:position], stage, stages[position + 1:])
+            return SlicedPipeline(arrays, list(zip(stages[:position], capabilities)), stage, stages[position + 1:])
         if capability not in ("reorder", "elementwise"):
             return None
+        capabilities.append(capability)
     return None
 
 
@@ -34,6 +42,7 @@ class SlicedPipeline:
     """A pass of ``source >> before >> batch >> after`` computed from the source's arrays."""
 
     def __init__(self, arrays, before, batch, after):
+        """``before``: (transformer, its capability) pairs."""
         self.features, self.targets = arrays
         self.count = len(next(iter({**self.features, **self.targets}.values())))
         self.before, self.batch, self.after = list(before), batch, list(after)
@@ -41,8 +50,8 @@ class SlicedPipeline:
     def iterate(self, epoch):
         order = np.arange(self.count)
         elementwise = []
-        for stage in self.before:
-            if stage.batch_capable == "reorder":
+        for stage, capability in self.before:
+            if capability == "reorder":
                 order = order[stage.order(self.count, epoch)]
             else:
                 stage.prepare_pass(lambda: self._gather(order, elementwise))
@@ -60,7 +69,5 @@ class SlicedPipeline:
         return batch
 
     def _batches(self, order, elementwise):
-        size = self.batch.size
-        stop = self.count - self.count % size if self.batch.drop_last else self.count
-        for start in range(0, stop, size):
-            yield self._gather(order[start:start + size], elementwise)
+        for rows in self.batch.row_slices(self.count):
+            yield self._gather(order[rows], elementwise)

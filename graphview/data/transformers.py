@@ -4,9 +4,41 @@ As in BigDL (seed 004), a transformer maps ``Iterator[A]`` to ``Iterator[B]``;
 ``t1 >> t2`` is a transformer, and ``dataset >> t`` a data set. The element-wise
 ones (Map, Filter, Normalize, OneHot) accept samples and mini-batches alike.
 """
+import numbers
+
 import numpy as np
 
+from graphview import attributes
 from graphview.data.sample import DataError, MiniBatch, Sample
+
+# What the sliced path calls instead of ``apply`` for each kind of batch_capable (graphview/data/slicing.py).
+BATCH_METHODS = {"reorder": ("order",), "elementwise": ("transform",), "batch": ("row_slices",)}
+
+
+def argument(who, name, value, rule):
+    """``value`` parsed by a graphview.attributes rule (Seed(), Int(minimum=1), Bool()), or a DataError
+    naming the transformer ``who``, the argument and the value."""
+    try:
+        return rule.parse(value)
+    except attributes.Invalid as problem:
+        raise DataError(f"{who}: {name} {problem}") from None
+
+
+def field_name(who, value, name="field"):
+    if not isinstance(value, str):
+        raise DataError(f"{who}: {name} {value!r} is not a field name (a str)")
+    return value
+
+
+def callable_argument(who, name, value):
+    if not callable(value):
+        raise DataError(f"{who}: {name} {value!r} is not callable")
+    return value
+
+
+def _defined_at(kind, method):
+    """How far up ``kind``'s MRO the class defining ``method`` is (0: ``kind`` itself)."""
+    return next(position for position, owner in enumerate(kind.__mro__) if method in vars(owner))
 
 
 class Transformer:
@@ -18,10 +50,29 @@ class Transformer:
     needs its items one by one; ``"reorder"``, it only reorders them and says
     how with ``order(count, epoch)``; ``"elementwise"``, ``transform`` of a
     MiniBatch equals the batch of ``transform`` of each of its samples;
-    ``"batch"``, it groups items into MiniBatches (``Batch`` without padding).
+    ``"batch"``, it groups items into MiniBatches (``Batch`` without padding)
+    and says how with ``row_slices(count)``.
+
+    The declaration holds for the class that makes it: a subclass that
+    overrides ``apply`` without overriding those methods (``order``,
+    ``transform``, ``row_slices``) too runs per sample, so its ``apply`` is
+    what runs (:meth:`sliced_capability`).
     """
 
     batch_capable = None
+
+    def sliced_capability(self):
+        """``batch_capable`` when the methods the sliced path calls are defined at least as low in the
+        class hierarchy as ``apply`` (which they replace); else None."""
+        capability = self.batch_capable
+        methods = BATCH_METHODS.get(capability)
+        if methods is None or "apply" in vars(self):
+            return None
+        kind = type(self)
+        applied_at = _defined_at(kind, "apply")
+        if any(_defined_at(kind, method) > applied_at for method in methods):
+            return None
+        return capability
 
     def apply(self, items, epoch):
         """An iterator of transformed items; ``epoch`` lets seeded transformers vary per pass."""
@@ -85,13 +136,12 @@ class Shuffle(Transformer):
     batch_capable = "reorder"
 
     def __init__(self, seed=0, buffer_size=None):
-        if buffer_size is not None and buffer_size < 1:
-            raise DataError(f"Shuffle: buffer_size must be at least 1, not {buffer_size}")
-        self.seed = seed
-        self.buffer_size = buffer_size
+        self.seed = argument("Shuffle", "seed", seed, attributes.Seed())
+        self.buffer_size = None if buffer_size is None else argument("Shuffle", "buffer_size", buffer_size,
+                                                                     attributes.Int(minimum=1))
 
     def _rng(self, epoch):
-        return np.random.default_rng([int(self.seed), int(epoch)])
+        return np.random.default_rng([self.seed, int(epoch)])
 
     def apply(self, items, epoch):
         rng = self._rng(epoch)
@@ -133,22 +183,23 @@ class Map(Transformer):
     """
 
     def __init__(self, function, batched=False):
-        if not callable(function):
-            raise DataError(f"Map: {function!r} is not callable")
-        self.function = function
-        self.batched = bool(batched)
+        self.function = callable_argument("Map", "function", function)
+        self.batched = argument("Map", "batched", batched, attributes.Bool())
         self.batch_capable = "elementwise" if self.batched else None
 
     def transform(self, item):
         result = self.function(item)
-        if isinstance(result, (Sample, MiniBatch)):
-            return result
         if isinstance(result, dict) and isinstance(item, (Sample, MiniBatch)):
             features = {k: v for k, v in result.items() if k not in item.targets}
             targets = {k: v for k, v in result.items() if k in item.targets}
             if isinstance(item, Sample):
                 return Sample(features, targets)
             return MiniBatch(features, targets, {k: v for k, v in item.lengths.items() if k in result})
+        if self.batched and isinstance(item, (Sample, MiniBatch)) and not isinstance(result, type(item)):
+            # The same words for a sample and a batch: the sliced path and the per-sample one fail alike.
+            raise DataError(f"{self!r}: the function returned {type(result).__name__}, not the kind of item it "
+                            "was given; a batched function returns a Sample for a Sample and a MiniBatch for a "
+                            "MiniBatch, or a dict of fields")
         return result
 
     def __repr__(self):
@@ -160,9 +211,7 @@ class Filter(Transformer):
     """Keep only the items for which ``predicate(item)`` is true."""
 
     def __init__(self, predicate):
-        if not callable(predicate):
-            raise DataError(f"Filter: {predicate!r} is not callable")
-        self.predicate = predicate
+        self.predicate = callable_argument("Filter", "predicate", predicate)
 
     def apply(self, items, epoch):
         return (item for item in items if self.predicate(item))
@@ -197,12 +246,12 @@ class Normalize(Transformer):
     batch_capable = "elementwise"
 
     def __init__(self, field, mean=None, std=None, per_feature=True):
-        self.field = field
-        self.per_feature = per_feature
-        self.mean = None if mean is None else np.asarray(mean, dtype=np.float64)
-        self.std = None if std is None else _safe_std(np.asarray(std, dtype=np.float64))
+        self.field = field_name("Normalize", field)
+        self.per_feature = argument("Normalize", "per_feature", per_feature, attributes.Bool())
         if (mean is None) != (std is None):
             raise DataError("Normalize: give both mean and std, or neither (to compute them from the data)")
+        self.mean = None if mean is None else _statistic("mean", mean)
+        self.std = None if std is None else _safe_std(_statistic("std", std))
 
     @property
     def fitted(self):
@@ -286,17 +335,28 @@ def _safe_std(std):
     return np.where(std > 0, std, 1.0)
 
 
+def _statistic(name, value):
+    """A given mean or std as a float64 array of finite numbers (a std also >= 0)."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise DataError(f"Normalize: {name} {value!r} is not an array of numbers")
+    array = array.astype(np.float64)
+    bad = array[~np.isfinite(array) | ((array < 0) if name == "std" else False)]
+    if bad.size:
+        rule = "the statistics must be finite" if not np.isfinite(bad[0]) else "a standard deviation is >= 0"
+        raise DataError(f"Normalize: {name} holds {bad[0]}; {rule}")
+    return array
+
+
 class OneHot(Transformer):
     """Replace an integer class field by its one-hot encoding over ``classes`` classes."""
 
     batch_capable = "elementwise"
 
     def __init__(self, field, classes, dtype="float64"):
-        if classes < 1:
-            raise DataError(f"OneHot: classes must be at least 1, not {classes}")
-        self.field = field
-        self.classes = int(classes)
-        self.dtype = np.dtype(dtype)
+        self.field = field_name("OneHot", field)
+        self.classes = argument("OneHot", "classes", classes, attributes.Int(minimum=1))
+        self.dtype = numeric_dtype("OneHot", dtype)
 
     def transform(self, item):
         labels = np.asarray(_field(item, self.field, "OneHot"))
@@ -311,3 +371,19 @@ class OneHot(Transformer):
 
     def __repr__(self):
         return f"OneHot({self.field!r}, {self.classes})"
+
+
+def numeric_dtype(who, value):
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.kind not in "biuf":
+        raise DataError(f"{who}: dtype {value!r} is not a NumPy numeric dtype (such as 'float32' or 'int64')")
+    return dtype
+
+
+def number(who, name, value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Number, np.number)):
+        raise DataError(f"{who}: {name} {value!r} is not a number")
+    return value

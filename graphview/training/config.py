@@ -43,6 +43,8 @@ class TrainingConfig:
         self.label_mapping = _mapping(label_mapping, "label_mapping")
         self.trainable = None if trainable is None else [getattr(v, "name", v) for v in trainable]
         self.prediction = getattr(prediction, "name", prediction)
+        if not isinstance(terminate_on_nan, (bool, np.bool_)):
+            raise GraphviewError(f"TrainingConfig: terminate_on_nan must be True or False, not {terminate_on_nan!r}")
         self.terminate_on_nan = bool(terminate_on_nan)
         if blas_threads is not None and (not isinstance(blas_threads, (int, np.integer))
                                          or isinstance(blas_threads, bool) or blas_threads < 1):
@@ -63,11 +65,11 @@ class TrainingConfig:
                                      "only floating-point VARIABLEs can be trained")
         return list(self.trainable)
 
-    def feeds(self, graph, batch, labels=True):
-        """The placeholder values for one batch."""
-        feeds = _map(graph, batch, batch.features, self.feature_mapping, "feature")
+    def feeds(self, graph, batch, labels=True, data="batch"):
+        """The placeholder values for one batch; ``data`` names where it comes from in messages."""
+        feeds = _map(graph, batch, batch.features, self.feature_mapping, "feature", data)
         if labels:
-            feeds.update(_map(graph, batch, batch.targets, self.label_mapping, "label"))
+            feeds.update(_map(graph, batch, batch.targets, self.label_mapping, "label", data))
         return feeds
 
     def __repr__(self):
@@ -86,7 +88,7 @@ def _mapping(mapping, what):
                          f"of field name to placeholder name, not {type(mapping).__name__}")
 
 
-def _map(graph, batch, fields, mapping, role):
+def _map(graph, batch, fields, mapping, role, data="batch"):
     if not isinstance(batch, MiniBatch):
         raise GraphviewError(f"fit: the data set gave a {type(batch).__name__}, not a MiniBatch; "
                              "end the pipeline with gv.data.Batch(size)")
@@ -102,14 +104,14 @@ def _map(graph, batch, fields, mapping, role):
             elif position < len(names):
                 pairs.append((names[position], placeholder))
             else:
-                raise PlaceholderError(f"fit: no batch {role} field for placeholder {placeholder!r}: the batch's "
-                                       f"{role} fields are {', '.join(names) or 'none'}")
+                raise PlaceholderError(f"fit: no {data} {role} field for placeholder {placeholder!r}: the "
+                                       f"{data}'s {role} fields are {', '.join(names) or 'none'}")
     for field, placeholder in pairs:
-        feeds[placeholder] = conformed(graph, placeholder, _field(batch, field, role), field, role)
+        feeds[placeholder] = conformed(graph, placeholder, _field(batch, field, role, data), field, role, data)
     return feeds
 
 
-def conformed(graph, placeholder, array, field, role):
+def conformed(graph, placeholder, array, field, role, data="batch"):
     """``array`` in its placeholder's dtype when the cast is ``same_kind`` (and, between integers, in range)."""
     dtype = getattr(array, "dtype", None)
     if dtype is None or placeholder not in graph:
@@ -121,26 +123,26 @@ def conformed(graph, placeholder, array, field, role):
            f"array.astype({expected.name!r})}}) or gv.data.Map(lambda item: {{..., {field!r}: "
            f"item[{field!r}].astype({expected.name!r})}}, batched=True)")
     if not np.can_cast(dtype, expected, "same_kind"):
-        raise DTypeError(f"fit: batch {role} field {field!r} has dtype {dtype.name}, but placeholder "
+        raise DTypeError(f"fit: {data} {role} field {field!r} has dtype {dtype.name}, but placeholder "
                          f"{placeholder!r} is {expected.name}, and {dtype.name} does not cast to {expected.name} "
                          f"without changing its kind; {fix}")
     if dtype.kind in "biu" and expected.kind in "iu" and not np.can_cast(dtype, expected, "safe") and array.size:
         bounds = np.iinfo(expected)
         if array.min() < bounds.min or array.max() > bounds.max:
-            raise DTypeError(f"fit: batch {role} field {field!r} (dtype {dtype.name}) holds values outside "
+            raise DTypeError(f"fit: {data} {role} field {field!r} (dtype {dtype.name}) holds values outside "
                              f"the range of placeholder {placeholder!r} ({expected.name}, {bounds.min} to "
                              f"{bounds.max}); {fix}")
     return array.astype(expected)
 
 
-def _field(batch, field, role):
+def _field(batch, field, role, data="batch"):
     if field.endswith(":lengths"):
         base = field[: -len(":lengths")]
         if base not in batch.lengths:
-            raise PlaceholderError(f"fit: batch field {base!r} was not padded, so it has no lengths "
+            raise PlaceholderError(f"fit: {data} field {base!r} was not padded, so it has no lengths "
                                    f"(padded: {', '.join(batch.lengths) or 'none'})")
         return batch.lengths[base]
     try:
         return batch[field]
     except KeyError:
-        raise PlaceholderError(f"fit: the batch has no {role} field {field!r}; it has {', '.join(batch)}") from None
+        raise PlaceholderError(f"fit: the {data} has no {role} field {field!r}; it has {', '.join(batch)}") from None

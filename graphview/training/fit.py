@@ -5,6 +5,7 @@ gradients together, and hands the gradients to the updater, which writes the
 new values into the graph's variable buffers in place (ADR 0013).
 """
 import contextlib
+import itertools
 import math
 
 import numpy as np
@@ -32,6 +33,8 @@ def fit(graph, dataset, epochs, config, listeners=None, validation=None, progres
     ``gv.load``), so training continues exactly where it stopped.
     """
     _check_arguments(graph, dataset, epochs, config, validation)
+    if validation is not None:
+        validation = CheckedValidation(graph, validation, config)
     updater = config.updater
     if resume_from is not None:
         updater.load_state_dict(load_updater_state(resume_from))
@@ -75,7 +78,10 @@ def _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks
             ctx.batch = batch
             for hook in hooks["iteration_start"]:
                 hook(ctx)
-            loss, gradients = step(config.feeds(graph, batch), op_listeners, step=updater.iteration)
+            feeds = config.feeds(graph, batch)
+            if validation is not None:
+                validation.check()
+            loss, gradients = step(feeds, op_listeners, step=updater.iteration)
             if config.terminate_on_nan and not math.isfinite(loss):
                 raise _non_finite(loss, updater.iteration + 1, epoch, len(losses) + 1)
             updater.step(graph, gradients)
@@ -138,6 +144,35 @@ def _watches_ops(listener):
     return _overrides(listener, "pre_op") or _overrides(listener, "post_op")
 
 
+class CheckedValidation(DataSet):
+    """The validation data, whose first batch ``check`` reads and feeds (dtypes cast or refused) before
+    the first step, so bad validation data stops fit before any update.
+
+    fit calls ``check`` once the training pass has given its first batch, so a transformer that learns
+    from its first pass and is shared with the training pipeline (one Normalize instance) has learned
+    from the training data, as when validation ran only after the epoch. The pass begun for the check is
+    the one the first validation reads, so data that can be read only once is still read once, whole.
+    """
+
+    def __init__(self, graph, dataset, config):
+        self.graph, self.dataset, self.config = graph, dataset, config
+        self.checked, self._begun = False, None
+
+    def check(self):
+        if self.checked:
+            return
+        items = iter(self.dataset.iterate(0))
+        first = next(items, None)
+        if first is None:
+            raise GraphviewError("fit: the validation data set gave no batches")
+        self.config.feeds(self.graph, first, data="validation batch")
+        self.checked, self._begun = True, itertools.chain([first], items)
+
+    def iterate(self, epoch=0):
+        begun, self._begun = self._begun, None
+        return begun if begun is not None else self.dataset.iterate(epoch)
+
+
 def validate(graph, dataset, config):
     """Mean loss over a data set of batches, and accuracy when the config names a prediction."""
     losses = [loss.name for loss in graph.losses]
@@ -146,7 +181,7 @@ def validate(graph, dataset, config):
     counter = ConfusionCounter() if config.prediction else None
     total, count = 0.0, 0
     for batch in dataset.iterate(0):
-        feeds = config.feeds(graph, batch)
+        feeds = config.feeds(graph, batch, data="validation batch")
         with runstate.inference():
             values = graph.output(feeds, outputs)
         total += sum(float(values[name]) for name in losses) * batch.size

@@ -2,7 +2,9 @@
 
 The launchers move the batch axis first and the dynamic (time) axis second, so
 every kernel here sees x as (B, T, ...) C-contiguous and reads lengths[b] to
-know where each batch entry's padding starts. Accumulation is in float64.
+know where each batch entry's padding starts. Floating-point reductions accumulate in
+float64; integer sums, maxima, minima and counts accumulate exactly in the output's
+integer dtype (masked_reduce_integer).
 """
 import numpy as np
 from numba import njit
@@ -85,6 +87,32 @@ def masked_reduce(x, lengths, out, mode, reduce_batch, reduce_time):
                         out[ob, ot, k] = shift + np.log(acc[ob, ot, k])
                 else:
                     out[ob, ot, k] = top[ob, ot, k]
+
+
+@njit(**JIT)
+def masked_reduce_integer(x, lengths, out, mode, reduce_batch, reduce_time, start):
+    """masked_reduce for integer x and out (SUM, MAX, MIN or COUNT), exact: accumulates in out's dtype,
+    wrapping on overflow as NumPy does. Every output starts at ``start`` (0, or for MAX / MIN the
+    lowest / highest value of x's dtype, which is what an output over no valid element keeps).
+    """
+    B, T, K, M = x.shape
+    out[:] = start
+    for b in range(B):
+        ob = 0 if reduce_batch else b
+        for t in range(lengths[b]):
+            ot = 0 if reduce_time else t
+            for k in range(K):
+                for m in range(M):
+                    value = x[b, t, k, m]
+                    if mode == SUM:
+                        out[ob, ot, k] += value
+                    elif mode == COUNT:
+                        out[ob, ot, k] += 1
+                    elif mode == MAX:
+                        if value > out[ob, ot, k]:
+                            out[ob, ot, k] = value
+                    elif value < out[ob, ot, k]:
+                        out[ob, ot, k] = value
 
 
 @njit(**JIT)

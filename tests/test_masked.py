@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import graphview as gv
+from graphview.ops import masked as masked_ops
 from graphview.ops.masked import mask_array
 
 REDUCTIONS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
@@ -304,3 +305,61 @@ def test_prod_argmax_and_argmin_over_the_dynamic_dim_ignore_padding(name):
         assert report.passed, str(report)
         gradient = g.calculate_gradients({"seq": data, "seq_len": lengths}, ["seq"])["seq"]
         assert not gradient[np.isnan(data)].any()
+
+
+# --- integers: exact, as the unmasked reductions and NumPy ----------------------------------------
+
+BIG = 1_700_000_000_000_000_001   # past 2**53: float64 cannot hold BIG + 3
+
+
+@pytest.mark.parametrize("name,expected,dtype", [
+    ("sum", [BIG + 3, 2 * BIG + 7], np.int64), ("max", [BIG, BIG], np.int64), ("min", [3, 7], np.int64),
+    ("mean", [(BIG + 3) / 2, (2 * BIG + 7) / 3], np.float64),
+])
+def test_integer_reductions_over_the_dynamic_dim_are_exact_and_keep_their_dtype(name, expected, dtype):
+    time, g = gv.Dim("time"), gv.Graph()
+    seq = g.placeholder("seq", dims=(gv.batch_dim, time), dtype="int64", lengths={time: "seq_len"})
+    masked = getattr(g.math, name)(seq, axis=time)
+    with gv.unmasked():
+        plain = getattr(g.math, name)(seq, axis=time)
+    assert masked.op == f"masked_{name}" and masked.dtype == plain.dtype == dtype
+    data = np.array([[BIG, 3, 5], [BIG, BIG, 7]])
+    result = g.output({"seq": data, "seq_len": np.array([2, 3])}, [masked])[masked.name]
+    assert result.dtype == dtype and result.tolist() == expected
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_masked_ops_match_numpy_and_empty_entries_give_the_identity(dtype):
+    g = gv.Graph()
+    x = g.placeholder("x", (3, 4, 2), np.dtype(dtype).name)
+    lengths = g.placeholder("lengths", (3,), "int64")
+    ops = {name: getattr(masked_ops, f"masked_{name}")(x, lengths, axis=1) for name in ("sum", "max", "min", "count")}
+    data = np.random.default_rng(5).integers(-1000, 1000, (3, 4, 2)).astype(dtype)
+    data[0, 2:] = np.iinfo(dtype).max   # padding that any read would show
+    data[1, 3:] = np.iinfo(dtype).min
+    result = g.output({"x": data, "lengths": np.array([2, 3, 0])}, list(ops.values()))
+    limits = np.iinfo(dtype)
+    expected = {"sum": (np.int64, lambda v: v.sum(axis=0, dtype=np.int64), 0),
+                "max": (dtype, lambda v: v.max(axis=0), limits.min), "min": (dtype, lambda v: v.min(axis=0), limits.max),
+                "count": (np.int64, lambda v: np.full(2, len(v)), 0)}
+    for name, variable in ops.items():
+        kind, reference, empty = expected[name]
+        got = result[variable.name]
+        assert variable.dtype == kind and got.dtype == kind, name
+        want = [reference(data[0, :2]), reference(data[1, :3]), np.full(2, empty)]
+        np.testing.assert_array_equal(got, np.stack(want).astype(kind), err_msg=name)
+
+
+@pytest.mark.parametrize("name", ["sum", "max", "min"])
+def test_integer_reductions_over_two_dynamic_dims_stay_exact(name):
+    g = gv.Graph()
+    t1, t2 = gv.Dim("t1"), gv.Dim("t2")
+    x = g.placeholder("x", dims=(gv.batch_dim, t1, t2), dtype="int64", lengths={t1: "l1", t2: "l2"})
+    reduced = getattr(g.math, name)(x, axis=(t1, t2))
+    assert reduced.dtype == np.int64
+    data = np.full((2, 3, 3), -5, np.int64)
+    data[0, :2, :1] = [[BIG], [3]]
+    data[1, :1, :3] = [[BIG, BIG, 7]]
+    result = g.output({"x": data, "l1": np.array([2, 1]), "l2": np.array([1, 3])}, [reduced])[reduced.name]
+    expected = {"sum": [BIG + 3, 2 * BIG + 7], "max": [BIG, BIG], "min": [3, 7]}[name]
+    assert result.tolist() == expected

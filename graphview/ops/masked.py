@@ -10,7 +10,10 @@ placeholder declared with ``lengths=``), ``sum``, ``mean``, ``max``, ``min``,
 (see :func:`redirect`). Inside ``with gv.unmasked():`` they are not.
 
 Over no valid element, sum gives 0, mean NaN, max -inf, min +inf, logsumexp -inf.
-Masked ops compute in floating point: integer inputs are cast to float64.
+Integer sum, max, min and count are exact and keep an integer dtype, as the unmasked
+reductions and NumPy do (sum and count give int64; max and min x's dtype, and over no
+valid element the dtype's lowest / highest value); mean, logsumexp, softmax and the
+losses compute in floating point, so integer inputs are cast to float64.
 """
 import math
 
@@ -89,6 +92,26 @@ def _reduce_dtype(x, lengths, **attrs):
     return x
 
 
+def _sum_dtype(x, lengths, **attrs):
+    """sum and count: x's dtype if it is floating point (so a float32 gradient stays float32), else
+    int64, as the unmasked sum."""
+    _lengths_dtype(lengths)
+    return x if dtypes.is_float(x) else dtypes.INT64
+
+
+# Reductions that stay exact on integers (masked_reduce_integer), with their dtype rules; the
+# others promote integer inputs to float.
+INTEGER_DTYPES = {"masked_sum": _sum_dtype, "masked_count": _sum_dtype, "masked_max": _reduce_dtype,
+                  "masked_min": _reduce_dtype}
+
+
+def _integer_start(op, dtype):
+    """Where masked_reduce_integer starts each output: the identity of ``op`` on ``dtype``."""
+    if op == "masked_max":
+        return np.iinfo(dtype).min
+    return np.iinfo(dtype).max if op == "masked_min" else 0
+
+
 def _reduce_kernel(op):
     def launch(x, lengths, out, axis=None, keepdims=False, batch_axis=0, time_axis=1):
         b, t = batch_axis % x.ndim, time_axis % x.ndim
@@ -102,7 +125,10 @@ def _reduce_kernel(op):
         x4 = moved.reshape(x.shape[b], x.shape[t], inner, size)
         rb, rt = b in axes, t in axes
         result = np.empty((1 if rb else x.shape[b], 1 if rt else x.shape[t], inner), out.dtype)
-        kernels.masked_reduce(x4, lengths, result, MODES[op], rb, rt)
+        if dtypes.is_float(out.dtype):
+            kernels.masked_reduce(x4, lengths, result, MODES[op], rb, rt)
+        else:
+            kernels.masked_reduce_integer(x4, lengths, result, MODES[op], rb, rt, _integer_start(op, x.dtype))
         kept_order = ([] if rb else [b]) + ([] if rt else [t]) + kept_other
         kept = [a for a in range(x.ndim) if a not in axes]
         place(result.reshape([x.shape[a] for a in kept_order]), kept_order,
@@ -122,9 +148,17 @@ def mask_array(x, lengths, batch_axis, time_axis):
 def _reduce_reference(op):
     def reference(x, lengths, axis=None, keepdims=False, batch_axis=0, time_axis=1):
         mask = mask_array(x, lengths, batch_axis, time_axis)
+        if op in INTEGER_DTYPES and not dtypes.is_float(x.dtype):
+            if op == "masked_count":
+                return np.sum(mask, axis=axis, keepdims=keepdims, dtype=np.int64)
+            if op == "masked_sum":
+                return np.sum(np.where(mask, x, 0), axis=axis, keepdims=keepdims, dtype=np.int64)
+            reduce = np.max if op == "masked_max" else np.min
+            padding = x.dtype.type(_integer_start(op, x.dtype))
+            return reduce(np.where(mask, x, padding), axis=axis, keepdims=keepdims)
         values = x.astype(np.float64)
         count = np.sum(mask, axis=axis, keepdims=keepdims).astype(np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):   # exp of padding never kept
             if op in ("masked_sum", "masked_mean"):
                 result = np.sum(np.where(mask, values, 0.0), axis=axis, keepdims=keepdims)
                 result = result / count if op == "masked_mean" else result
@@ -141,7 +175,7 @@ def _reduce_reference(op):
                 result = np.where(np.isfinite(top), np.log(total) + safe, top)
                 if not keepdims:
                     result = result.reshape(np.sum(mask, axis=axis, keepdims=False).shape)
-        return np.asarray(result, dtype=x.dtype)
+        return np.asarray(result, dtype=x.dtype if dtypes.is_float(x.dtype) else np.float64)
     return reference
 
 
@@ -169,6 +203,14 @@ def _reduce_samples(finite_when_empty=False, zero_lengths=True):
         if zero_lengths:
             result.append(Sample((r.normal(size=(2, 3)), np.array([0, 3])), {"axis": 1}, label="an empty entry",
                                  constant_inputs=(1,), gradcheck=False))
+        for dtype in (np.int64, np.int32):   # exact for sum, max, min and count; padding at the dtype's limits
+            x = r.integers(-50, 50, size=(3, 5, 2)).astype(dtype)
+            x[0, 4:], x[1, 2:] = np.iinfo(dtype).max, np.iinfo(dtype).min
+            if dtype == np.int64:
+                x[0, :2] = 2 ** 60 + 1   # exact only in integers
+            for axis in (1, None, (0, 1)):
+                result.append(Sample((x, np.array([4, 2, 0])), {"axis": axis}, label=f"axis={axis} {np.dtype(dtype).name}",
+                                     constant_inputs=(1,)))
         return result
     return samples
 
@@ -212,8 +254,10 @@ SEQUENCE_AXES = {"batch_axis": attributes.Axis(), "time_axis": attributes.Axis()
 
 
 def _declare_reduction(op, vjp, doc):
-    return defop(op, shape=_reduce_shape, dtype=_reduce_dtype, kernel=_reduce_kernel(op), vjp=vjp,
-                 differentiable=vjp is not None, promote="float", promote_inputs=(0,), accepts=dtypes.NUMERIC,
+    exact = op in INTEGER_DTYPES
+    return defop(op, shape=_reduce_shape, dtype=INTEGER_DTYPES.get(op, _reduce_dtype), kernel=_reduce_kernel(op),
+                 vjp=vjp, differentiable=vjp is not None, promote=None if exact else "float",
+                 promote_inputs=(0,), accepts=dtypes.NUMERIC,
                  samples=_reduce_samples(op in ("masked_sum", "masked_count")), reference=_reduce_reference(op), family="masked", doc=doc,
                  attrs={"axis": attributes.Axis(many=True, none=True), "keepdims": attributes.Bool(), **SEQUENCE_AXES})
 
@@ -354,7 +398,7 @@ from graphview.ops.masked_loss import masked_softmax_cross_entropy  # noqa: E402
 
 def _public_reduction(op):
     def reduction(x, lengths, axis=None, keepdims=False, *, batch_axis=0, time_axis=1, name=None):
-        return op(x, lengths, name=name, axis=axis, keepdims=bool(keepdims), batch_axis=batch_axis,
+        return op(x, lengths, name=name, axis=axis, keepdims=keepdims, batch_axis=batch_axis,
                   time_axis=time_axis)
     reduction.__name__ = op.__name__
     reduction.__doc__ = op.__doc__
@@ -456,10 +500,12 @@ def _reduce_over_several(op, x, hit, attrs, common):
     from graphview.ops.reduce import sum as reduce_sum
     from graphview.ops.shape import numel, reshape
     axis, keepdims = attrs.get("axis"), bool(attrs.get("keepdims", False))
-    if not dtypes.is_float(x.dtype):
+    exact = not dtypes.is_float(x.dtype) and "masked_" + op in INTEGER_DTYPES
+    if not dtypes.is_float(x.dtype) and not exact:
         x = cast(x, dtypes.FLOAT64)
+    neutral = _integer_start("masked_" + op, x.dtype) if exact else NEUTRAL[op]
     for _, dim, _ in hit[1:]:
-        x = where(table.mask_of(x, dim), x, NEUTRAL[op])
+        x = where(table.mask_of(x, dim), x, neutral)
     lengths = hit[0][2]
     if op != "mean":
         return REDUCTIONS[op](x, lengths, axis=axis, keepdims=keepdims, **common)

@@ -54,6 +54,8 @@ def main(argv=None):
     parser.add_argument("--plot", help="write the loss curves to this PNG (needs matplotlib)")
     parser.add_argument("--checkpoints", help="save a graph file here every 5 epochs")
     args = parser.parse_args(argv)
+    if args.out:  # before training, not after 20 epochs
+        prepare_folder(parser, "--out", args.out)
 
     start = time.perf_counter()
     x_train, x_test, y_train, y_test = load_digits_split()
@@ -83,6 +85,16 @@ def main(argv=None):
     if args.out:
         write_pictures(g, history, args.out)
     return report.accuracy
+
+
+def prepare_folder(parser, option, folder):
+    """Create ``folder`` (and its parents) or stop with a usage error that says why it cannot be."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        parser.error(f"{option} {folder}: is a file, not a folder; give a folder for the pictures")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as error:
+        parser.error(f"{option} {folder}: cannot create the folder: {error.strerror or error}")
 
 
 def write_pictures(graph, history, folder):

@@ -66,6 +66,10 @@ def build_parser():
     parser = _Parser(prog="graphview", description="Gradient checks, graph files and op listings for graphview.")
     parser.add_argument("--version", action="version", version=f"graphview {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    # Also before the command (`graphview --import m ops`); its own dest, since a sub-command's defaults
+    # would overwrite this one's values.
+    parser.add_argument("--import", action="append", dest="imports_first", default=[], metavar="MODULE",
+                        help="import MODULE first (as the commands' --import)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -140,6 +144,7 @@ def main(argv=None):
         args = parser.parse_args(argv)
         if args.command is None:
             raise UsageError("graphview: error: give a command: gradcheck, summary, ops, dot or adr (see graphview --help)")
+        args.imports = args.imports_first + getattr(args, "imports", [])
         _import_modules(args)
         return int(args.func(args) or 0)
     except SystemExit as exit:  # --help, --version and sub-commands that call sys.exit
@@ -322,10 +327,25 @@ def _check_target(args, options):
 
 
 def _load_for_check(args):
-    from graphview.targets import load_target, read_inputs
+    from graphview.errors import did_you_mean
+    from graphview.targets import TargetError, load_target, read_inputs
+    from graphview.variable import Kind
     graph, placeholders = load_target(args.target, need_loss=True)
+    names = [node.name for node in graph.nodes()]
+    for flag, given in (("--wrt", args.wrt), ("--skip", args.skip)):
+        for name in given or ():
+            if name not in graph:
+                raise TargetError(f"{flag} {name}: graph {graph.name!r} has no variable named {name!r}"
+                                  f"{did_you_mean(name, names)}")
     if args.inputs:
-        placeholders.update(read_inputs(args.inputs))
+        inputs = read_inputs(args.inputs)
+        known = [node.name for node in graph.nodes() if node.kind is Kind.PLACEHOLDER]
+        for name in inputs:
+            if name not in known:
+                raise TargetError(f"--inputs {args.inputs}: {name!r} is not a placeholder of graph "
+                                  f"{graph.name!r}{did_you_mean(name, known)}; its placeholders are: "
+                                  f"{', '.join(known) or 'none'}")
+        placeholders.update(inputs)
     return graph, placeholders
 
 
@@ -361,7 +381,7 @@ def _check_suite(args, options):
     print(cli_report.coverage_summary(rows))
     print(f"{'PASSED' if passed else 'FAILED'}: gradient checks of {len(rows)} ops in {seconds:.2f}s")
     document = cli_report.suite_json(rows, effective_options(options), args.max_failures)
-    junit = cli_report.junit("graphview.gradcheck.ops", cli_report.suite_testcases(rows), seconds)
+    junit = cli_report.junit("graphview.gradcheck.ops", cli_report.suite_testcases(rows, args.max_failures), seconds)
     return document, junit, passed
 
 

@@ -10,6 +10,7 @@ activity is written as plain status lines instead, one every few seconds while a
 changes and one at least every ``HEARTBEAT`` seconds during a long compilation, so no log
 stays silent for long. Reports on stdout stay clean either way. See adr/0011-cli-design.md.
 """
+import os
 import sys
 import threading
 import time
@@ -144,7 +145,18 @@ def activity(show, description, *, total=None, unit="it", delay=1.0):
 
 
 def shown(args):
-    """How ``args`` (a parsed command line) shows progress: "bar" on a terminal, "lines" elsewhere, None with --quiet."""
+    """How ``args`` (a parsed command line) shows progress: "bar" on a terminal, "lines" elsewhere, None with --quiet.
+
+    A terminal that reports no width (``docker run -t``, ``script`` under CI) counts as elsewhere: tqdm
+    draws nothing in 0 columns."""
     if getattr(args, "quiet", False):
         return None
-    return "bar" if sys.stderr.isatty() else "lines"
+    return "bar" if sys.stderr.isatty() and _columns(sys.stderr) > 0 else "lines"
+
+
+def _columns(stream):
+    """The width of the terminal ``stream`` writes to, 0 when it reports none or cannot say."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 0

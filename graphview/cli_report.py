@@ -215,7 +215,9 @@ def target_testcases(target, report, max_failures):
     return testcases
 
 
-def suite_testcases(rows):
+def suite_testcases(rows, max_failures):
+    """One testcase per op sample; a failed sample lists at most ``max_failures`` failures per variable,
+    as ``--json`` does, and counts the rest."""
     testcases = []
     for row in rows:
         if row.differentiable and not row.has_rule:
@@ -224,12 +226,28 @@ def suite_testcases(rows):
             continue
         for case in row.cases:
             outcome = {"failed": "failure", "error": "error", "skipped": "skipped"}.get(case.status)
-            details = str(case.report) if case.report is not None and case.status == "failed" else case.reason
+            details = case.reason
             message = case.reason or (f"{len(failure_records(case.report))} elements failed"
                                       if case.report is not None else "")
+            if case.report is not None and case.status == "failed":
+                details = _report_details(case.report, max_failures)
+                culprits = dict.fromkeys(f["culprit"]["message"] for f in failure_records(case.report)
+                                         if f["culprit"])
+                message += "".join(f"; {culprit}" for culprit in culprits)
             testcases.append((f"gradcheck.ops.{row.op}", f"{case.index} {case.label}".strip(), case.seconds,
                               outcome, message if outcome else "", details if outcome else ""))
     return testcases
+
+
+def _report_details(report, max_failures):
+    """A failed report's summary line, then its listed failures and violations, variable by variable."""
+    failures, not_listed = listed_failures(report, max_failures)
+    lines = [str(report).splitlines()[0]] if str(report) else []
+    for variable in dict.fromkeys([f["variable"] for f in failures] + list(not_listed)):
+        mine = [f for f in failures if f["variable"] == variable]
+        lines.append(("" if mine else f"{variable}: ") + _failure_details(mine, not_listed.get(variable, 0)))
+    lines += violation_texts(report)
+    return "\n".join(line for line in lines if line)
 
 
 def _failure_details(failures, not_listed):

@@ -60,8 +60,32 @@ class TrainingError(GraphviewError, RuntimeError):
 
 
 def did_you_mean(name, candidates):
-    """``" (did you mean 'x'?)"``: the candidates closest to an unknown ``name``, or ``""`` when none is close."""
-    close = difflib.get_close_matches(str(name), [str(c) for c in candidates], n=3)
-    if not close:
+    """``" (did you mean 'x'?)"``: the candidates closest to an unknown ``name``, or ``""`` when none is close.
+
+    Case is ignored when comparing, and a candidate that differs only in case ("Tanh" for "tanh") or by one
+    letter added, dropped, changed or swapped ("w3" for "w1") is always suggested, first; difflib's close
+    matches follow. At most three."""
+    name, candidates = str(name), list(dict.fromkeys(str(c) for c in candidates))
+    folded = name.casefold()
+    by_folded = {}
+    for candidate in candidates:
+        by_folded.setdefault(candidate.casefold(), []).append(candidate)
+    same = by_folded.get(folded, [])
+    near = [c for c in candidates if len(folded) > 1 and _one_edit_apart(folded, c.casefold())]
+    close = [c for match in difflib.get_close_matches(folded, list(by_folded), n=3) for c in by_folded[match]]
+    suggested = [c for c in dict.fromkeys(same + near + close) if c != name][:3]
+    if not suggested:
         return ""
-    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
+    return " (did you mean " + " or ".join(repr(c) for c in suggested) + "?)"
+
+
+def _one_edit_apart(a, b):
+    """Whether ``b`` is ``a`` with one character added, dropped, changed, or two neighbours swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        differ = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(differ) == 1 or (len(differ) == 2 and differ[1] == differ[0] + 1
+                                    and a[differ[0]] == b[differ[1]] and a[differ[1]] == b[differ[0]])
+    shorter, longer = sorted((a, b), key=len)
+    return any(longer[:i] + longer[i + 1:] == shorter for i in range(len(longer)))

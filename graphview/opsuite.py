@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 from graphview import registry
-from graphview.errors import GraphviewError, InplaceModificationError
+from graphview.errors import GraphviewError, InplaceModificationError, did_you_mean
 
 
 @dataclass
@@ -68,7 +68,8 @@ def selected_ops(names=None):
         return registry.definitions()
     unknown = [name for name in names if name not in registry.ops()]
     if unknown:
-        raise GraphviewError(f"--ops: no registered op named {', '.join(map(repr, unknown))}; an op declared "
+        named = ", ".join(f"{name!r}{did_you_mean(name, registry.ops())}" for name in unknown)
+        raise GraphviewError(f"--ops: no registered op named {named}; an op declared "
                              "with gv.defop needs --import MODULE (package.module or path/to/file.py) "
                              "to be registered (run `graphview ops` for the list)")
     return [registry.get(name) for name in names]

@@ -15,9 +15,10 @@ import zipfile
 
 import numpy as np
 
-from graphview.errors import GraphFileError, GraphviewError
+from graphview.errors import GraphFileError, GraphviewError, did_you_mean
 
 MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+GRAPH_FILE_SUFFIXES = (".gvz",)  # what g.save names are expected to end in (see the README's Graph files)
 
 
 class TargetError(GraphviewError):
@@ -36,6 +37,7 @@ def load_target(target, *, need_loss=False):
     """``(graph, placeholders)`` for TARGET; raises TargetError when it is unusable."""
     from graphview.graph import Graph
     from graphview.serialization import read
+    _refuse_a_file_with_a_function(target)
     if is_function_target(target):
         graph, placeholders = _call(target)
     else:
@@ -59,13 +61,28 @@ def load_target(target, *, need_loss=False):
     return graph, placeholders
 
 
+def _refuse_a_file_with_a_function(target):
+    """``model.gvz:build`` or ``notes.txt:build``: a file that is no Python module, said so before anything
+    is imported (``sp.gvz`` would otherwise be imported as module ``gvz`` of package ``sp``, running sp.py)."""
+    module, colon, function = target.rpartition(":")
+    if not colon or module.endswith(".py") or os.path.exists(target):
+        return
+    if module.endswith(GRAPH_FILE_SUFFIXES) or os.path.isfile(module):
+        kind = "a graph file" if module.endswith(GRAPH_FILE_SUFFIXES) else "not a Python file"
+        raise TargetError(f"{target}: {module} is {kind}, so it has no function {function!r} to call; give a "
+                          f"graph file alone ({module}), or the function that builds the graph as "
+                          "file.py:function or package.module:function")
+
+
 def _call(target):
     from graphview.graph import Graph
     module_name, _, function_name = target.rpartition(":")
     module = _import(module_name, target)
     function = getattr(module, function_name, None)
     if not callable(function):
-        raise TargetError(f"{target}: {module_name} has no function {function_name!r}")
+        functions = [name for name, value in vars(module).items() if callable(value) and not name.startswith("_")]
+        raise TargetError(f"{target}: {module_name} has no function {function_name!r}"
+                          f"{did_you_mean(function_name, functions)}")
     try:
         result = function()
     except SystemExit as exit:  # the CLI would otherwise exit with the user's status and report nothing

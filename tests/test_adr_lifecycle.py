@@ -115,6 +115,30 @@ def test_new_with_a_cyrillic_title_passes_check(repo):
     assert cli(repo, "check") == (0, "adr check: 1 record in adr, no problems\n", "")
 
 
+def test_new_with_a_very_long_title_writes_a_short_name_that_check_accepts(repo):
+    title = " ".join(["decision"] * 40)                      # 359 letters: too long for a file name
+    code, out, err = cli(repo, "new", title)
+    assert (code, err) == (0, ""), err
+    name = os.path.basename(out.strip())
+    assert name == "0001-" + "-".join(["decision"] * 6) + ".md" and len(slug(title)) <= 60, name
+    assert text(repo, name).startswith(f"# {title}\n"), "the title itself is kept whole"
+    path = repo / "adr" / name
+    path.write_text(path.read_text(encoding="utf-8").replace("Governs:", "Governs: graphview/"), encoding="utf-8")
+    assert cli(repo, "index")[0] == 0
+    assert cli(repo, "check") == (0, "adr check: 1 record in adr, no problems\n", "")
+
+
+@pytest.mark.parametrize("title, name", [
+    ("x" * 300, "x" * 60),                                   # one long word is cut between letters
+    ("a" * 58 + " bb cc", "a" * 58),                         # at a word boundary
+    ("日本" * 100, "日本" * 30),
+])
+def test_long_titles_are_cut_to_at_most_60_characters(title, name):
+    assert slug(title) == name
+    assert record_number(f"0003-{name}.md") == 3
+    assert record_number("0003-" + "-".join(["word"] * 20) + ".md") == 3, "longer names made by hand still pass"
+
+
 def test_author_option_is_documented():
     assert "the name on the 'Proposed by:' line" in cli(".", "new", "--help", env={"COLUMNS": "200"})[1]
     with open(README, encoding="utf-8") as file:

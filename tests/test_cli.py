@@ -2,6 +2,7 @@
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -112,6 +113,7 @@ class _Terminal(io.StringIO):
 @pytest.mark.parametrize("quiet", [False, True])
 def test_progress_goes_to_stderr_only_on_a_terminal_and_not_with_quiet(monkeypatch, capsys, quiet):
     monkeypatch.setattr("graphview.cli.PROGRESS_DELAY", 0.0)
+    monkeypatch.setattr("graphview.cli_progress._columns", lambda stream: 80)  # a StringIO has no width
     monkeypatch.setattr(sys, "stderr", _Terminal())
     assert main(["gradcheck", "--ops", "tanh,sum"] + (["--quiet"] if quiet else [])) == 0
     shown = sys.stderr.getvalue()
@@ -131,7 +133,7 @@ def test_progress_goes_to_stderr_only_on_a_terminal_and_not_with_quiet(monkeypat
     (["gradcheck", "--ops", "frobnicate"], "no registered op named 'frobnicate'"),
     (["gradcheck", MLP, "--ops", "tanh"], "--ops is for the built-in op suite"),
     (["gradcheck", "--wrt", "w"], "--wrt needs a TARGET"),
-    (["gradcheck", MLP, "--wrt", "nope"], "UnknownNameError"),
+    (["gradcheck", MLP, "--wrt", "nope"], "--wrt nope: graph 'mlp' has no variable named 'nope'"),
     (["gradcheck", MLP, "--eps", "0"], "argument --eps: '0' must be greater than 0"),
     (["gradcheck", MLP, "--subset", "all"], "invalid choice: 'all'"),
     (["gradcheck", MLP, "--eps", "nan"], "argument --eps: 'nan' is not a finite number"),
@@ -429,3 +431,96 @@ def test_a_graph_with_nothing_to_check_is_an_input_error(capsys, reviewed):
                  "check_gradients: nothing to check in graph 'x': no trainable floating-point variables; "
                  "name placeholders or values with wrt=")
     assert main(["gradcheck", "reviewed.py:only_placeholders", "--wrt", "x", "--quiet"]) == 0
+
+
+# --- review: the README's console example runs as shown ----------------------------------------------
+
+def readme_console_after(marker):
+    """The README's ```console block that follows ``marker``, with the ```python block before it (if any)."""
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    section = readme.split(marker, 1)[1]
+    return section.split("```console\n", 1)[1].split("```", 1)[0]
+
+
+def console_steps(console):
+    """``[(command, shown output lines, shown exit status or None)]`` from a console transcript."""
+    steps = []
+    for line in console.splitlines():
+        if line.startswith("$ echo $?"):
+            steps[-1][2] = "pending"
+        elif line.startswith("$ "):
+            steps.append([line[2:], [], None])
+        elif steps[-1][2] == "pending":
+            steps[-1][2] = int(line)
+        else:
+            steps[-1][1].append(line)
+    return steps
+
+
+def _without_timing(line):
+    return re.sub(r" in \d+\.\d+s$", " in <time>s", line)
+
+
+def test_the_readme_broken_py_console_example_prints_what_the_readme_shows(tmp_path):
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    source = readme.split("```python\n# broken.py\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "broken.py").write_text(source)
+    steps = console_steps(readme_console_after("# broken.py\n"))
+    assert [command for command, _, _ in steps] == ["graphview gradcheck broken.py:build",
+                                                    "graphview gradcheck model.gvz"]
+    for command, shown, status in steps:
+        code, out, err = run(*command.split()[1:], cwd=tmp_path)
+        printed = [_without_timing(line) for line in (out + err).splitlines()]
+        assert code == status, (command, out, err)
+        missing = [line for line in map(_without_timing, shown) if line not in printed]
+        assert not missing, f"{command}: README lines not printed: {missing}\nprinted:\n" + "\n".join(printed)
+        assert len(printed) == len(shown), f"{command}: printed lines the README does not show:\n" + "\n".join(printed)
+
+
+# --- review: "did you mean" wherever the command line names something --------------------------------
+
+TWO_WEIGHTS = textwrap.dedent('''
+    import numpy as np
+    import graphview as gv
+
+    def build():
+        g = gv.Graph("two")
+        x = g.placeholder("x", (3,))
+        w1 = g.var("w1", np.ones(3))
+        w2 = g.var("w2", np.ones(3))
+        g.set_loss(g.math.sum(x * w1 * w2, name="loss"))
+        return g, {"x": np.arange(3.0)}
+''')
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["gradcheck", "--ops", "tanhh"], "no registered op named 'tanhh' (did you mean 'tanh'"),
+    (["gradcheck", "--ops", "Tanh"], "no registered op named 'Tanh' (did you mean 'tanh'"),
+    (["gradcheck", "models.py:build", "--wrt", "w3"],
+     "graphview: error: --wrt w3: graph 'two' has no variable named 'w3' (did you mean 'w1' or 'w2'?)"),
+    (["gradcheck", "models.py:build", "--skip", "w11"],
+     "graphview: error: --skip w11: graph 'two' has no variable named 'w11' (did you mean 'w1'?)"),
+    (["summary", "models.py:buld"], "models.py:buld: models.py has no function 'buld' (did you mean 'build'?)"),
+    (["gradcheck", "models.py:build", "--inputs", "X.npz"],
+     "graphview: error: --inputs X.npz: 'X' is not a placeholder of graph 'two' (did you mean 'x'?); "
+     "its placeholders are: x"),
+])
+def test_unknown_names_on_the_command_line_get_a_suggestion(tmp_path, argv, message):
+    (tmp_path / "models.py").write_text(TWO_WEIGHTS)
+    np.savez(tmp_path / "X.npz", X=np.ones(3))
+    code, out, err = run(*argv, cwd=tmp_path)
+    assert code == 2 and out == "" and err.count("\n") == 1, (code, out, err)
+    assert message in err, err
+
+
+@pytest.mark.parametrize("name, candidates, suggestion", [
+    ("Tanh", ["tanh", "abs"], " (did you mean 'tanh'?)"),
+    ("X", ["x", "y"], " (did you mean 'x'?)"),
+    ("w3", ["w1", "w2", "loss"], " (did you mean 'w1' or 'w2'?)"),
+    ("tanhh", ["tanh", "abs"], " (did you mean 'tanh'?)"),
+    ("x", ["y", "z"], ""),
+    ("frobnicate", ["tanh", "abs"], ""),
+])
+def test_did_you_mean_ignores_case_and_suggests_one_edit_away(name, candidates, suggestion):
+    from graphview.errors import did_you_mean
+    assert did_you_mean(name, candidates) == suggestion

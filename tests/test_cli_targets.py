@@ -197,15 +197,15 @@ SLOW_FIRST_USE = textwrap.dedent('''
 ''')
 
 
-def run_on_a_terminal(argv, cwd):
-    """The command with stderr on a pseudo-terminal (150 columns) and stdout on a pipe: (status, out, terminal)."""
+def run_on_a_terminal(argv, cwd, columns=150, script=SLOW_FIRST_USE):
+    """The command with stderr on a pseudo-terminal (``columns`` wide) and stdout on a pipe: (status, out, terminal)."""
     import pty
     import fcntl
     import struct
     import termios
     leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 150, 0, 0))
-    process = subprocess.Popen([sys.executable, "-c", SLOW_FIRST_USE, *argv], cwd=cwd, stdout=subprocess.PIPE,
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    process = subprocess.Popen([sys.executable, "-c", script, *argv], cwd=cwd, stdout=subprocess.PIPE,
                                stderr=follower, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     os.close(follower)
     shown = b""
@@ -235,11 +235,26 @@ def test_progress_names_the_op_and_the_kernel_compiling_on_a_terminal(tmp_path):
     assert out.startswith("gradient checks: 1/1")
 
 
+STATUS_LINES_AT_ONCE = SLOW_FIRST_USE.replace(
+    "graphview.cli.PROGRESS_DELAY = 0.0",
+    "graphview.cli.PROGRESS_DELAY = graphview.cli.STATUS_LINES_DELAY = 0.0\n"
+    "import graphview.cli_progress; graphview.cli_progress.LINE_EVERY = 0.0")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_a_terminal_of_zero_columns_gets_status_lines(tmp_path):
+    # `docker run -t` without a real terminal, `script` under CI: a terminal, but tqdm draws nothing in 0 columns.
+    status, out, terminal = run_on_a_terminal(["gradcheck", "--ops", "cube_fresh"], tmp_path, columns=0,
+                                              script=STATUS_LINES_AT_ONCE)
+    assert status == 0, terminal
+    lines = [line for line in terminal.replace("\r\n", "\n").split("\n") if line]
+    assert lines and all(re.fullmatch(r"gradcheck ops: .* \[\d+ s\]", line) for line in lines), terminal
+    assert any("cube_fresh[0]" in line for line in lines), terminal
+
+
 def test_progress_is_written_as_status_lines_when_stderr_is_not_a_terminal(tmp_path):
     # A CI log or `make run | tee`: no bar to redraw, but never silent for long either.
-    script = SLOW_FIRST_USE.replace("graphview.cli.PROGRESS_DELAY = 0.0",
-                                    "graphview.cli.PROGRESS_DELAY = graphview.cli.STATUS_LINES_DELAY = 0.0\n"
-                                    "import graphview.cli_progress; graphview.cli_progress.LINE_EVERY = 0.0")
+    script = STATUS_LINES_AT_ONCE
     done = subprocess.run([sys.executable, "-c", script, "gradcheck", "--ops", "cube_fresh"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 0, done.stderr
@@ -321,3 +336,55 @@ def test_json_and_junit_list_at_most_max_failures_per_variable_and_time_each_var
     if "culprit" in Failure.__dataclass_fields__:  # failure localisation (graphview/localize.py)
         assert {f["culprit"]["op"] for f in document["failures"]} == {"square_wrong"}
         assert "square_wrong" in big.find("failure").get("message")
+
+
+# --- review: the op suite's JUnit honours --max-failures ---------------------------------------------
+
+BAD_OP = textwrap.dedent('''
+    import numpy as np
+    import graphview as gv
+
+    # d(x * x)/dx is 2x; this rule forgets the 2.
+    sq_bad = gv.defop("sq_bad", shape=lambda x: x, kernel=lambda x, out: np.multiply(x, x, out=out),
+                      vjp=lambda grad, out, x: (grad * x,), reference=lambda x: x * x,
+                      samples=lambda: [gv.Sample((np.linspace(1.0, 2.0, 500),))])
+''')
+
+
+@pytest.mark.parametrize("max_failures", [5, 0])
+def test_the_op_suite_junit_lists_at_most_max_failures_as_the_json_does(tmp_path, max_failures):
+    (tmp_path / "opsbad.py").write_text(BAD_OP)
+    status, out, err = graphview("gradcheck", "--ops", "sq_bad", "--import", "opsbad.py", "--junit", "o.xml",
+                                 "--json", "o.json", "--max-failures", str(max_failures), "--quiet", cwd=tmp_path)
+    assert status == 1, err
+    case = json.loads((tmp_path / "o.json").read_text())["cases"][0]
+    assert (len(case["failures"]), case["failures_not_listed"]) == (max_failures, 500 - max_failures)
+    failure = ET.parse(tmp_path / "o.xml").getroot().find("testsuite/testcase/failure")
+    details = failure.text.splitlines()
+    listed = [line for line in details if re.match(r"input0\[\d+\]: analytic=", line)]
+    assert len(listed) == max_failures, failure.text
+    assert details[-1].endswith(f"... and {500 - max_failures} more failures (--max-failures)"), failure.text
+    assert "sq_bad" in failure.get("message")
+
+
+# --- review: a file that is no Python module, and --import before the command --------------------------
+
+@pytest.mark.parametrize("target, message", [
+    ("sp.gvz:build", "sp.gvz:build: sp.gvz is a graph file, so it has no function 'build' to call"),
+    ("notes.txt:build", "notes.txt:build: notes.txt is not a Python file, so it has no function 'build' to call"),
+])
+def test_a_graph_file_or_other_file_with_a_function_is_refused_without_importing_anything(tmp_path, target,
+                                                                                         message):
+    (tmp_path / "sp.py").write_text("raise SystemExit('sp.py was imported')\n")
+    (tmp_path / "notes.txt").write_text("hello\n")
+    err = one_line_error(*graphview("summary", target, cwd=tmp_path))
+    assert message in err and "cannot import" not in err and "sp.py was imported" not in err, err
+
+
+def test_import_may_come_before_the_command(swish_folder):
+    status, out, err = graphview("--import", "swish_ops.py", "ops", cwd=swish_folder)
+    assert status == 0, err
+    assert re.search(r"^swish_bad +custom", out, flags=re.M)
+    status, out, err = graphview("--import", "swish_ops", "gradcheck", "--ops", "swish", "--import",
+                                 "swish_ops.py", "--quiet", cwd=swish_folder)
+    assert (status, err) == (0, ""), err

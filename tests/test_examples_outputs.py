@@ -79,3 +79,14 @@ def test_pictures_without_matplotlib_or_graphviz_say_so_and_go_on(tmp_path, monk
     assert "graph (SVG): skipped, Graphviz' dot is not installed" in printed
     assert f"graph (DOT): {tmp_path / 'out' / 'digits-mlp.dot'}" in printed
     assert sorted(os.listdir(tmp_path / "out")) == ["digits-mlp.dot"]
+
+
+@pytest.mark.parametrize("out", ["a-file", "a-file/pictures"])
+def test_an_out_that_cannot_be_a_folder_is_refused_before_training(tmp_path, out):
+    (tmp_path / "a-file").write_text("not a folder\n")
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train_digits.py"), "--out", out],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr  # and stdout is empty: no epoch ran
+    assert re.search(rf"train_digits.py: error: --out {out}: (is a file, not a folder|cannot create the folder)",
+                     done.stderr), done.stderr

@@ -44,6 +44,17 @@ def _shown(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _brief(value, limit=40):
+    """``value``'s repr for a message, shortened: an int of 600 digits is described, not printed."""
+    value = _shown(value)
+    if is_integer(value):
+        digits = len(str(abs(operator.index(value))))
+        if digits > limit:
+            return f"an int of {digits} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def is_integer(value):
     """True for a Python or NumPy integer (or a 0-d integer array), never for a bool."""
     return (hasattr(value, "__index__") and not isinstance(value, (bool, np.bool_))
@@ -80,10 +91,10 @@ def _axes(value, none, many):
     if many and (isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim == 1)):
         for item in value:
             if not is_integer(item):
-                raise Invalid(f"{_shown(value)!r} holds {_shown(item)!r}, which is not an int")
+                raise Invalid(f"{_brief(value)} holds {_brief(item)}, which is not an int")
         return tuple(operator.index(item) for item in value)
     wanted = " or ".join(["an int"] + (["a tuple of ints"] if many else []) + (["None"] if none else []))
-    raise Invalid(f"{_shown(value)!r} is not {wanted}")
+    raise Invalid(f"{_brief(value)} is not {wanted}")
 
 
 def axis(value, op, what="axis"):
@@ -102,7 +113,8 @@ def axes(value, op, what="axis", none=True, many=True):
 # --- declarations ------------------------------------------------------------------------------
 
 class Attribute:
-    """One attribute's declaration: ``parse`` checks the value alone, ``check`` it against the inputs."""
+    """One attribute's declaration: ``parse`` checks the value alone, ``check`` it against the inputs,
+    ``relate`` against the op's other attributes (once all are parsed)."""
     error = OpArgumentError     # the error a value of the wrong type or range raises
 
     def parse(self, value):
@@ -110,6 +122,9 @@ class Attribute:
 
     def check(self, value, inputs, definition):
         """``inputs``: one (label, shape) per input of the op being made."""
+
+    def relate(self, value, attrs):
+        """``attrs``: every attribute of the node, the declared ones parsed."""
 
 
 @dataclass(frozen=True)
@@ -120,12 +135,12 @@ class Int(Attribute):
 
     def parse(self, value):
         if not is_integer(value):
-            raise Invalid(f"{_shown(value)!r} is not an int")
+            raise Invalid(f"{_brief(value)} is not an int")
         value = operator.index(value)
         if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
             low = "-inf" if self.minimum is None else self.minimum
             high = "inf" if self.maximum is None else self.maximum
-            raise Invalid(f"{value} is not in [{low}, {high}]")
+            raise Invalid(f"{_brief(value)} is not in [{low}, {high}]")
         return value
 
 
@@ -135,25 +150,30 @@ class Seed(Attribute):
 
     def parse(self, value):
         if not is_integer(value) or not 0 <= operator.index(value) < 2**64:
-            raise Invalid(f"{_shown(value)!r} is not a seed: a seed is an int in [0, 2**64)")
+            raise Invalid(f"{_brief(value)} is not a seed: a seed is an int in [0, 2**64)")
         return operator.index(value)
 
 
 @dataclass(frozen=True)
 class Float(Attribute):
     """A real number (an int is converted) in [minimum, maximum], or [minimum, below); without bounds
-    also NaN and the infinities."""
+    also NaN and the infinities, unless ``finite``. ``at_most``: the name of another attribute of the
+    op that this one may not exceed (uniform's low and high)."""
     minimum: Optional[float] = None
     maximum: Optional[float] = None
     below: Optional[float] = None
+    finite: bool = False
+    at_most: Optional[str] = None
 
     def parse(self, value):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise Invalid(f"{_shown(value)!r} is not a number")
+            raise Invalid(f"{_brief(value)} is not a number")
         try:
             value = float(value)
         except OverflowError:
-            raise Invalid(f"{value} is too large for a float") from None
+            raise Invalid(f"{_brief(value)} is too large for a float") from None
+        if self.finite and not math.isfinite(value):
+            raise Invalid(f"{value} is not a finite number")
         if self.minimum is None and self.maximum is None and self.below is None:
             return value
         low = -math.inf if self.minimum is None else self.minimum
@@ -163,6 +183,11 @@ class Float(Attribute):
             raise Invalid(f"{value} is not in [{low}, {high}")
         return value
 
+    def relate(self, value, attrs):
+        other = attrs.get(self.at_most) if self.at_most else None
+        if isinstance(value, float) and isinstance(other, float) and value > other:
+            raise Invalid(f"{value} is greater than {self.at_most} ({other})")
+
 
 @dataclass(frozen=True)
 class Bool(Attribute):
@@ -170,7 +195,7 @@ class Bool(Attribute):
 
     def parse(self, value):
         if not isinstance(value, (bool, np.bool_)):
-            raise Invalid(f"{_shown(value)!r} is not a bool")
+            raise Invalid(f"{_brief(value)} is not a bool")
         return bool(value)
 
 
@@ -182,7 +207,7 @@ class DType(Attribute):
 
     def parse(self, value):
         names = [np.dtype(d).name for d in self.allowed]
-        if isinstance(value, str) or isinstance(value, np.dtype) or (
+        if isinstance(value, str) or isinstance(value, np.dtype) or any(value is t for t in (bool, int, float)) or (
                 isinstance(value, type) and issubclass(value, np.generic)):
             try:
                 name = np.dtype(value).name
@@ -190,7 +215,7 @@ class DType(Attribute):
                 name = None
             if name in names:
                 return name
-        raise Invalid(f"{_shown(value)!r} is not one of the dtypes {', '.join(names)}")
+        raise Invalid(f"{_brief(value)} is not one of the dtypes {', '.join(names)}")
 
 
 @dataclass(frozen=True)
@@ -232,7 +257,7 @@ class Axis(Attribute):
         rank = len(shape) + self.extra + (len(listed) if self.new else 0)
         for item in listed:
             if not -rank <= item < rank:
-                text = f"axis {item} is out of range for input {position} ({label}) of rank {len(shape)}"
+                text = f"axis {_brief(item)} is out of range for input {position} ({label}) of rank {len(shape)}"
                 counted = f"the result's {rank} axes" if self.new else f"its first {rank} axes" if self.extra else ""
                 valid = f"axes {-rank}..{rank - 1}" if rank > 0 else "no axis"
                 raise Invalid(f"{text} ({counted + ': ' if counted else ''}{valid})", ShapeError)
@@ -317,6 +342,14 @@ def check(definition, attrs, inputs, prefix=""):
         except Invalid as problem:
             raise (problem.kind or declaration.error)(f"{prefix}attribute {key!r}: {problem}") from None
         result[key] = value
+    for key, value in result.items():
+        declaration = declared.get(key)
+        if declaration is None or _holds_dim(value):
+            continue
+        try:
+            declaration.relate(value, result)
+        except Invalid as problem:
+            raise (problem.kind or declaration.error)(f"{prefix}attribute {key!r}: {problem}") from None
     return result
 
 
@@ -332,6 +365,10 @@ def check_declarations(name, declared, arity):
         if arity is not None and key not in arity.attributes and not arity.any_attribute:
             raise GraphviewError(f"defop {name}: attrs declares {key!r}, which the shape rule does not take "
                                  f"(it takes {', '.join(arity.attributes) or 'no attributes'})")
+        other = getattr(declaration, "at_most", None)
+        if other is not None and other not in declared:
+            raise GraphviewError(f"defop {name}: attrs[{key!r}] is compared with {other!r}, which attrs does not "
+                                 "declare")
         which = getattr(declaration, "input", None)
         if isinstance(which, str) and (arity is None or which not in arity.inputs):
             raise GraphviewError(f"defop {name}: attrs[{key!r}] refers to input {which!r}, which the shape rule "

@@ -29,8 +29,8 @@ def build_op(graph, definition, inputs, attrs, name):
     try:
         shape, dtype = output_of(definition, [v.node.shape for v in variables], [v.node.dtype for v in variables],
                                  frozen)
-    except GraphviewError as error:
-        raise type(error)(f"{op}{_describe(name, variables, frozen)}: {error}") from None
+    except GraphviewError as error:   # keeps what a rule raised, if anything, as the cause
+        raise type(error)(f"{op}{_describe(name, variables, frozen)}: {error}") from error.__cause__
     check_size(shape, dtype, f"{op}{_describe(name, variables, frozen)}")
     full = graph._new_name(name, op)
     result = graph._add_node(full, Kind.ARRAY, op, [v.name for v in variables], frozen, shape, dtype)
@@ -50,16 +50,18 @@ def check_arguments(definition, inputs, attrs, prefix):
 def output_of(definition, shapes, kinds, frozen):
     """(shape, dtype) the op's rules give for these input shapes, dtypes and frozen attributes.
 
-    Building and loading both call it. A shape rule's failure is a ShapeError, a dtype rule's a
-    DTypeError (graphview's own errors keep their class); the message does not name the op."""
+    Building and loading both call it. Whatever a shape rule raises (any Exception, not only
+    ValueError: a custom rule may divide by zero or miss a key) is a ShapeError, a dtype rule's a
+    DTypeError, with the original as its ``__cause__``; graphview's own errors keep their class.
+    The message does not name the op."""
     try:
         shape = tuple(definition.shape(*shapes, **dict(frozen)))
-    except (GraphviewError, ValueError, TypeError, IndexError, OverflowError) as error:
-        raise _error_kind(error, ShapeError)(str(error)) from None
+    except Exception as error:  # noqa: BLE001  (KeyboardInterrupt and SystemExit are not Exceptions)
+        raise _error_kind(error, ShapeError)(_text(error)) from _cause(error)
     try:
         dtype = np.dtype(definition.dtype(*kinds, **dict(frozen)) if definition.dtype else kinds[0])
-    except (GraphviewError, ValueError, TypeError, IndexError) as error:
-        raise _error_kind(error, DTypeError)(str(error)) from None
+    except Exception as error:  # noqa: BLE001
+        raise _error_kind(error, DTypeError)(_text(error)) from _cause(error)
     dtypes.as_dtype(dtype, "output")
     for dim in shape:
         if dim is not None and (isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)) or dim < 0):
@@ -78,6 +80,19 @@ def _shape_of(value):
         return np.shape(value)
     except ValueError:   # a ragged list: _as_variables refuses it
         return ()
+
+
+def _text(error):
+    """A rule's error as message text: the exception's type is named unless it is one a rule raises
+    to say "no" (a KeyError's text alone would be just the key)."""
+    if isinstance(error, (GraphviewError, ValueError, TypeError, IndexError, OverflowError)):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
+def _cause(error):
+    """The cause to chain: the rule's own exception, or for a graphview error, what it was raised from."""
+    return error.__cause__ if isinstance(error, GraphviewError) else error
 
 
 def _error_kind(error, kind):

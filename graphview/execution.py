@@ -132,8 +132,12 @@ def _named(error, node):
     in front of its message. A graphview error is renamed in place and returned: it keeps its type,
     its other arguments and attributes, and its traceback. Any other exception (one from a user's
     kernel: ZeroDivisionError, ValueError, ...) becomes an ExecutionError, for the caller to raise
-    from the original. KeyboardInterrupt and SystemExit are not Exceptions and never reach here."""
+    from the original. A MemoryError is returned unchanged: like KeyboardInterrupt and SystemExit
+    (which are not Exceptions and never reach here), it says something about the machine, not the
+    graph, and code that catches it (to retry with a smaller batch) must still see it."""
     prefix = f"{node.op} {node.name!r}"
+    if isinstance(error, MemoryError):
+        return error
     if not isinstance(error, GraphviewError):
         return ExecutionError(f"{prefix}: {type(error).__name__}: {error}")
     if error.args and isinstance(error.args[0], str) and not error.args[0].startswith(prefix):
@@ -241,7 +245,10 @@ class Executor:
                 kind = type(error) if isinstance(error, GraphviewError) else ShapeError
                 raise kind(f"{node.op} {node.name!r} ({described}): {error}") from None
             except Exception as error:   # any other failure of a user's shape rule: an ExecutionError
-                raise _named(error, node) from error
+                named = _named(error, node)
+                if named is error:
+                    raise
+                raise named from error
             shapes[node.name] = shape
             in_contiguous = [contiguous[name] for name in node.inputs]
             copies = plan.input_copies.get(node.name, ())

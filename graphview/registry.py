@@ -7,6 +7,7 @@ all read this table; adding an op never needs a third edit.
 import contextvars
 import functools
 import inspect
+import os
 import sys
 import types
 from dataclasses import dataclass, field
@@ -231,16 +232,22 @@ def _code(code):
             code.co_argcount, code.co_kwonlyargcount, code.co_flags)
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 def _caller():
-    """``file:line`` of the defop call: the first frame outside this file, followed up through helpers
-    in the same file (``elementwise(...)`` in graphview/ops/math.py) to the line that declares the op."""
+    """``file:line`` of the defop call: the first frame outside this file, the same rule for every
+    declaration (a user's gv.defop inside a function is that line, not the line calling the function).
+    graphview's own ops are declared through family helpers (``elementwise(...)`` in
+    graphview/ops/math.py): for them, the line in the same file that calls the helper."""
     frame = sys._getframe(1)
     here = frame.f_code.co_filename
     while frame is not None and frame.f_code.co_filename == here:
         frame = frame.f_back
     if frame is None:
         return ""
-    while (frame.f_code.co_name != "<module>" and frame.f_back is not None
+    while (os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE)
+           and frame.f_code.co_name != "<module>" and frame.f_back is not None
            and frame.f_back.f_code.co_filename == frame.f_code.co_filename):
         frame = frame.f_back
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"

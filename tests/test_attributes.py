@@ -68,11 +68,158 @@ def test_dropout_rate_is_checked_by_its_declaration(g, rate, message):
         g.nn.dropout(g.placeholder("x", (3,)), rate, seed=1)
 
 
-def test_unbounded_floats_take_nan_and_infinities_but_not_what_overflows_a_float(g):
-    assert np.isnan(g.random.normal((2,), mean=np.nan, seed=1).node.attributes["mean"])
-    assert g.random.uniform((2,), low=-np.inf, high=np.float32(2), seed=1).node.attributes["high"] == 2.0
-    with pytest.raises(gv.OpArgumentError, match="attribute 'mean': 1000.* is too large for a float"):
-        g.random.normal((2,), mean=10**400, seed=1)
+@pytest.fixture
+def scale_op():
+    op = gv.defop("test_scale", shape=lambda x, factor: x, kernel=lambda x, out, factor: None,
+                  differentiable=False, attrs={"factor": gv.attrs.Float()})
+    yield op
+    registry._REGISTRY.pop("test_scale", None)
+    registry._CALLABLES.pop("test_scale", None)
+
+
+def test_unbounded_floats_take_nan_and_infinities_but_not_what_overflows_a_float(g, scale_op):
+    x = g.placeholder("x", (2,))
+    assert np.isnan(scale_op(x, factor=np.nan).node.attributes["factor"])
+    assert scale_op(x, factor=-np.inf).node.attributes["factor"] == -np.inf
+    assert scale_op(x, factor=np.float32(2)).node.attributes["factor"] == 2.0
+    with pytest.raises(gv.OpArgumentError, match="attribute 'factor': an int of 401 digits is too large for a float"):
+        scale_op(x, factor=10**400)
+
+
+def test_non_finite_attributes_of_an_unbounded_float_survive_a_file(g, scale_op, tmp_path):
+    x = g.placeholder("x", (2,))
+    for value in (np.inf, -np.inf, np.nan):
+        scale_op(x, factor=value)
+    g.save(tmp_path / "scaled.gvz")
+    loaded = [dict(n.attrs)["factor"] for n in gv.load(tmp_path / "scaled.gvz").nodes() if n.op == "test_scale"]
+    assert loaded[:2] == [np.inf, -np.inf] and np.isnan(loaded[2])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda g: g.random.normal((2,), std=10**600, seed=1), "attribute 'std': an int of 601 digits is too large"),
+    (lambda g: g.random.normal((2,), seed=10**600), "attribute 'seed': an int of 601 digits is not a seed"),
+    (lambda g: g.random.normal((2,), seed=-10**600), "attribute 'seed': an int of 601 digits is not a seed"),
+    (lambda g: g.nn.dropout(g.placeholder("x", (3,)), "x" * 1000, seed=1), r"attribute 'rate': 'x{36}\.\.\. is not"),
+    (lambda g: g.math.sum(g.placeholder("x", (3,)), axis=10**600), "axis an int of 601 digits is out of range"),
+])
+def test_huge_values_are_abbreviated_in_messages(g, call, message):
+    with pytest.raises(gv.GraphviewError, match=message) as caught:
+        call(g)
+    assert len(str(caught.value)) < 300
+
+
+# --- no public function coerces an attribute before its declaration checks it (review item 6) --------
+
+@pytest.mark.parametrize("call, message", [
+    (lambda g, x, n: g.math.sum(x, axis=0, keepdims="no"), "sum: attribute 'keepdims': 'no' is not a bool"),
+    (lambda g, x, n: g.math.mean(x, axis=0, keepdims=1), "mean: attribute 'keepdims': 1 is not a bool"),
+    (lambda g, x, n: g.math.argmax(x, axis=0, keepdims=[]), r"argmax: attribute 'keepdims': \(\) is not a bool"),
+    (lambda g, x, n: gv.masked_sum(x, n, axis=1, keepdims="yes"), "attribute 'keepdims': 'yes' is not a bool"),
+    (lambda g, x, n: g.math.cast(x, None), "cast: attribute 'dtype': None is not one of the dtypes"),
+    (lambda g, x, n: g.random.normal((2,), dtype=None), "normal: attribute 'dtype': None is not one of"),
+    (lambda g, x, n: g.random.uniform((2,), dtype="int64"), "uniform: attribute 'dtype': 'int64' is not one of"),
+])
+def test_public_functions_leave_attributes_to_their_declarations(g, call, message):
+    x, n = g.placeholder("x", (2, 3)), g.placeholder("n", (2,), "int64")
+    before = len(g.nodes())
+    with pytest.raises((gv.OpArgumentError, gv.DTypeError), match=message):
+        call(g, x, n)
+    assert len(g.nodes()) == before
+
+
+def test_keepdims_and_dtypes_of_the_declared_kinds_are_still_accepted(g):
+    x = g.placeholder("x", (2, 3))
+    assert g.math.sum(x, axis=0, keepdims=np.bool_(True)).shape == (1, 3)
+    assert g.math.sum(x, axis=0).shape == (3,)
+    assert g.math.cast(x, float).dtype == np.float64 and g.math.cast(x, np.float32).dtype == np.float32
+    assert g.math.cast(x, np.dtype("int32")).node.attributes["dtype"] == "int32"
+    assert g.random.normal([2, np.int64(3)], dtype=np.float32, seed=1).shape == (2, 3)
+
+
+def _rewrite(path, target, edit):
+    """A copy of the graph file ``path`` at ``target`` whose graph.json ``edit`` changed."""
+    with zipfile.ZipFile(path) as archive:
+        members = {member: archive.read(member) for member in archive.namelist()}
+    document = json.loads(members["graph.json"])
+    edit(document)
+    with zipfile.ZipFile(target, "w") as archive:
+        for member, data in {**members, "graph.json": json.dumps(document)}.items():
+            archive.writestr(member, data)
+    return target
+
+
+def _set_attribute(document, op, key, value):
+    for node in document["nodes"]:
+        if node.get("op") == op:
+            node["attrs"] = [[k, value if k == key else v] for k, v in node["attrs"]]
+
+
+def test_keepdims_one_is_refused_alike_when_built_and_when_loaded(g, tmp_path):
+    x = g.placeholder("x", (2, 3))
+    g.math.sum(x, axis=0, keepdims=True, name="total")
+    g.save(tmp_path / "good.gvz")
+    bad = _rewrite(tmp_path / "good.gvz", tmp_path / "bad.gvz", lambda d: _set_attribute(d, "sum", "keepdims", 1))
+    with pytest.raises(gv.GraphFileError, match="op sum attribute 'keepdims': 1 is not a bool"):
+        gv.load(bad)
+    with pytest.raises(gv.OpArgumentError, match="sum: attribute 'keepdims': 1 is not a bool"):
+        g.math.sum(x, axis=0, keepdims=1)
+
+
+# --- random draws take finite parameters, a scale >= 0 and low <= high (review item 10) --------------
+
+@pytest.mark.parametrize("call, message", [
+    (lambda g: g.random.normal((2,), std=-1.0, seed=1), r"normal: attribute 'std': -1.0 is not in \[0.0, inf\)"),
+    (lambda g: g.random.normal((2,), std=np.inf, seed=1), "attribute 'std': inf is not a finite number"),
+    (lambda g: g.random.normal((2,), mean=np.nan, seed=1), "attribute 'mean': nan is not a finite number"),
+    (lambda g: g.random.uniform((2,), low=-np.inf, seed=1), "attribute 'low': -inf is not a finite number"),
+    (lambda g: g.random.uniform((2,), high=np.nan, seed=1), "attribute 'high': nan is not a finite number"),
+    (lambda g: g.random.uniform((2,), low=2.0, high=1.0, seed=1),
+     r"uniform: attribute 'low': 2.0 is greater than high \(1.0\)"),
+])
+def test_random_parameters_numpy_and_torch_refuse_are_refused(g, call, message):
+    with pytest.raises(gv.OpArgumentError, match=message):
+        call(g)
+    assert not g.nodes()
+
+
+def test_random_parameters_at_their_limits_are_accepted(g):
+    zero = g.random.normal((3,), mean=1.5, std=0.0, seed=1)
+    point = g.random.uniform((3,), low=2.0, high=2.0, seed=1)
+    values = g.output({}, [zero, point])
+    np.testing.assert_array_equal(values[zero.name], [1.5] * 3)
+    np.testing.assert_array_equal(values[point.name], [2.0] * 3)
+
+
+@pytest.mark.parametrize("op, key, value, message", [
+    ("normal", "std", -1.0, r"-1.0 is not in \[0.0, inf\)"),
+    ("uniform", "low", 5.0, r"5.0 is greater than high \(1.0\)"),
+])
+def test_random_parameters_are_checked_when_loaded(g, tmp_path, op, key, value, message):
+    getattr(g.random, op)((2,), seed=1, name="draw")
+    g.save(tmp_path / "good.gvz")
+    bad = _rewrite(tmp_path / "good.gvz", tmp_path / "bad.gvz", lambda d: _set_attribute(d, op, key, value))
+    with pytest.raises(gv.GraphFileError, match=f"op {op} attribute '{key}': {message}"):
+        gv.load(bad)
+
+
+def test_an_attribute_compared_with_an_undeclared_one_is_refused_at_defop():
+    with pytest.raises(gv.GraphviewError, match="attrs\\['low'\\] is compared with 'high', which attrs does not declare"):
+        gv.defop("test_bad_relation", shape=lambda low, high=1.0: (), kernel=lambda out, low, high=1.0: None,
+                 attrs={"low": gv.attrs.Float(at_most="high")})
+    assert "test_bad_relation" not in registry.ops()
+
+
+# --- a dim-holding axis goes through the same parser (review item 12) --------------------------------
+
+def test_an_axis_holding_a_dim_and_a_float_is_the_op_s_argument_error(g):
+    time = gv.Dim("time")
+    seq = g.placeholder("seq", dims=(gv.batch_dim, time, gv.Dim("feature", 4)))
+    with pytest.raises(gv.OpArgumentError, match=r"mean 'pooled': attribute 'axis': \(1, 0.5\) holds 0.5, "
+                                                 "which is not an int"):
+        g.math.mean(seq, axis=(time, 0.5), name="pooled")
+    with pytest.raises(gv.ShapeError, match=r"mean: attribute 'axis': \(1, 1\) names an axis twice"):
+        g.math.mean(seq, axis=(time, 1))
+    assert g.math.mean(seq, axis=(time, np.int64(2))).rank == 1
 
 
 # --- axes (issue 13 item 5) -------------------------------------------------------------------------
@@ -288,6 +435,26 @@ def test_functions_made_by_a_factory_compare_by_what_they_capture(clean_registry
     # The message names the declaration in force: the one that replaced the first.
     with pytest.raises(gv.GraphviewError, match=r"declared at <cell 2>:10, .* differs in its kernel"):
         _run_cell(FACTORY.format(factor=3.0), "<cell 3>")
+
+
+WRAPPED = '''
+import graphview as gv
+
+def declare():
+    def double_kernel(x, out):
+        out[...] = x * {factor}
+    return gv.defop("test_double", shape=lambda x: x, kernel=double_kernel, differentiable=False)
+
+double = declare()
+'''
+
+
+def test_both_declarations_are_named_by_the_line_calling_gv_defop(clean_registry):
+    _run_cell(WRAPPED.format(factor=2), "<cell 1>")
+    with pytest.raises(gv.GraphviewError, match=r"declared at <cell 1>:7, and this declaration at <cell 2>:7 "):
+        _run_cell(WRAPPED.format(factor=3), "<cell 2>")
+    with pytest.raises(gv.GraphviewError, match=r"declared at <cell 1>:7, and this declaration at <cell 3>:8 "):
+        _run_cell(SOURCE.format(factor=3), "<cell 3>")
 
 
 # --- a user's op declares its attributes the same way ------------------------------------------------

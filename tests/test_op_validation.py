@@ -80,7 +80,7 @@ def test_the_largest_shapes_are_still_accepted_when_built(g):
     (lambda g, b, m: g.shape.reshape(b, (True, 6)), "holds True, which is not an int"),
     (lambda g, b, m: g.shape.reshape(b, np.array([2.0, 3.0])), "holds 2.0, which is not an int"),
     (lambda g, b, m: registry.op("reshape")(b, shape=(2.9, 3)), "holds 2.9"),
-    (lambda g, b, m: g.random.normal((2.5,)), r"random: shape \(2.5,\) holds 2.5"),
+    (lambda g, b, m: g.random.normal((2.5,)), r"normal: attribute 'shape': \(2.5,\) holds 2.5"),
     (lambda g, b, m: g.random.uniform((2, 1.5)), "holds 1.5"),
     (lambda g, b, m: g.shape.broadcast_to(b, (2.5, 6)), r"broadcast_to: shape \(2.5, 6\) holds 2.5"),
     (lambda g, b, m: g.shape.permute(m, (1.0, 0.0)), r"permute: perm \(1.0, 0.0\) holds 1.0"),
@@ -126,3 +126,73 @@ def test_a_shape_rule_may_be_any_callable_even_an_unhashable_one():
     finally:
         registry._REGISTRY.pop(name, None)
         registry._CALLABLES.pop(name, None)
+
+
+# --- whatever a rule raises is the rule's error kind, the original kept as its cause (review item 7) --
+
+@pytest.fixture
+def failing_rules():
+    def shape(x, k=1):
+        return tuple(d // k for d in x) if k != 7 else 1 / 0
+
+    def dtype(x, k=1):
+        return {"a": x}[k] if k == 5 else x
+
+    op = gv.defop("test_failing_rules", shape=shape, dtype=dtype, kernel=lambda x, out, k=1: None,
+                  differentiable=False)
+    yield op
+    registry._REGISTRY.pop("test_failing_rules", None)
+    registry._CALLABLES.pop("test_failing_rules", None)
+
+
+@pytest.mark.parametrize("k, kind, cause, message", [
+    (7, gv.ShapeError, ZeroDivisionError, "ZeroDivisionError: division by zero"),
+    (5, gv.DTypeError, KeyError, "KeyError: 5"),
+    (0, gv.ShapeError, ZeroDivisionError, "integer division or modulo by zero"),
+])
+def test_any_exception_a_rule_raises_is_reported_as_the_rule_s_kind_naming_the_op(g, failing_rules, k, kind, cause,
+                                                                                    message):
+    x = g.placeholder("x", (4,))
+    with pytest.raises(kind, match=rf"test_failing_rules 'y' \(x \(4,\) float64\) with k={k}: .*{message}") as caught:
+        failing_rules(x, k=k, name="y")
+    assert isinstance(caught.value.__cause__, cause)
+    assert [n.name for n in g.nodes()] == ["x"]
+
+
+@pytest.mark.parametrize("k, message", [(7, "ZeroDivisionError: division by zero"), (5, "KeyError: 5")])
+def test_any_exception_a_rule_raises_at_load_is_a_graph_file_error_naming_the_node(g, failing_rules, tmp_path, k,
+                                                                                     message):
+    import json
+    import zipfile
+    failing_rules(g.placeholder("x", (4,)), k=2, name="y")
+    g.save(tmp_path / "good.gvz")
+    with zipfile.ZipFile(tmp_path / "good.gvz") as archive:
+        members = {member: archive.read(member) for member in archive.namelist()}
+    document = json.loads(members["graph.json"])
+    document["nodes"][1]["attrs"] = [["k", k]]
+    with zipfile.ZipFile(tmp_path / "bad.gvz", "w") as archive:
+        for member, data in {**members, "graph.json": json.dumps(document)}.items():
+            archive.writestr(member, data)
+    with pytest.raises(gv.GraphFileError, match=rf"node 1 \('y'\): op test_failing_rules .*{message}"):
+        gv.load(tmp_path / "bad.gvz")
+
+
+# --- a MemoryError from a kernel is not turned into an ExecutionError (review item 12) --------------
+
+@pytest.mark.parametrize("listened", [False, True])
+def test_a_memory_error_from_a_kernel_passes_through_unchanged(g, listened):
+    raised = MemoryError("no room")
+
+    def kernel(x, out):
+        raise raised
+
+    op = gv.defop("test_out_of_memory", shape=lambda x: x, kernel=kernel, differentiable=False)
+    try:
+        y = op(g.placeholder("x", (3,)))
+        listeners = [gv.Listener()] if listened else None
+        with pytest.raises(MemoryError) as caught:
+            g.output({"x": np.ones(3)}, [y], listeners=listeners)
+        assert caught.value is raised and not isinstance(caught.value, gv.GraphviewError)
+    finally:
+        registry._REGISTRY.pop("test_out_of_memory", None)
+        registry._CALLABLES.pop("test_out_of_memory", None)

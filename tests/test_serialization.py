@@ -64,19 +64,19 @@ def _model():
         x = g.placeholder("x", (None, 3), "float32")
         w = g.var("w", np.linspace(-1, 1, 6).reshape(3, 2))
         b = g.constant("b", np.array([np.inf, -0.5]))
-    noise = g.random.normal((2,), std=np.inf, seed=7)
+    noise = g.random.normal((2,), std=2.0, seed=7)
     hidden = g.nn.tanh(x @ w) + g.math.minimum(b, 1.0) + noise * 0.0
     loss = g.math.sum(g.math.square(hidden), name="loss")
     g.set_loss(loss)
     return g, {"layer/x": np.arange(6, dtype=np.float32).reshape(2, 3)}
 
 
-def test_round_trip_keeps_values_losses_scopes_and_non_finite_attributes(tmp_path):
+def test_round_trip_keeps_values_losses_and_scopes(tmp_path):
+    # Non-finite attributes (no built-in op takes one now): tests/test_attributes.py, a custom op's.
     graph, feeds = _model()
     graph.save(tmp_path / "m.gvz", placeholders=feeds)
     loaded = gv.load(tmp_path / "m.gvz")
     _assert_same_graph(graph, loaded)
-    assert any(value == np.inf for node in loaded.nodes() for _, value in node.attrs)
     _assert_same_outputs(_run(graph, feeds), _run(loaded, feeds))
     grown = loaded.math.exp(loaded["loss"])
     assert grown.name == "exp" and "exp" not in graph

@@ -15,6 +15,7 @@ import weakref
 
 import numpy as np
 
+from graphview import attributes
 from graphview.dims import Dim, DimError, batch_dim
 from graphview.errors import DTypeError, ShapeError
 from graphview.shapes import normalize_axes, normalize_axis
@@ -255,6 +256,10 @@ def before_op(graph, definition, variables, attrs, name):
         if not variables:
             raise DimError(f"{definition.name}: a dim was given but the op has no input to find it in")
         attrs = {key: _resolve(definition.name, value, variables[0]) for key, value in attrs.items()}
+        # The resolved values go through the declarations as every other value did (building skipped
+        # them): (t, 0.5) is an OpArgumentError naming the op, as (1, 0.5) is.
+        attrs = attributes.check(definition, attrs, [(repr(v.name), v.node.shape) for v in variables],
+                                 f"{definition.name}{f' {name!r}' if name else ''}: ")
     found = _TABLES.get(graph)
     if found is None or not found.lengths or not _MASKING.get():
         return attrs, None

@@ -208,4 +208,4 @@ _cast = defop("cast", shape=lambda x, dtype: x, dtype=lambda x, dtype: dtypes.as
 @public("math")
 def cast(x, dtype, *, name=None):
     """x converted to ``dtype``."""
-    return _cast(x, name=name, dtype=dtypes.as_dtype(dtype, "cast").name)
+    return _cast(x, name=name, dtype=dtype)   # the DType declaration checks and names it

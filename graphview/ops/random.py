@@ -68,33 +68,30 @@ def _normal_reference(shape, dtype, seed, mean, std):
 
 
 def _attributes(**parameters):
-    """The attributes every draw takes, and its own (low/high, mean/std) as real numbers."""
+    """The attributes every draw takes, and its own (low/high, mean/std): finite real numbers, as
+    NumPy and PyTorch refuse a negative scale (std) and PyTorch a range with low > high."""
     return {"shape": attributes.Shape(), "dtype": attributes.DType(allowed=tuple(dtypes.FLOATS)),
-            "seed": attributes.Seed(), **{name: attributes.Float() for name in parameters}}
+            "seed": attributes.Seed(), **parameters}
 
 
 _uniform = defop("uniform", shape=_shape_rule, kernel=_uniform_kernel, dtype=lambda **a: dtypes.as_dtype(a["dtype"]),
                  differentiable=False, family="random", reference=_uniform_reference, doc="Uniform draws in [low, high).",
                  samples=lambda: [Sample((), {"shape": (3, 4), "dtype": "float64", "seed": 1, "low": -1.0, "high": 2.0}),
                                   Sample((), {"shape": (5,), "dtype": "float32", "seed": 2, "low": 0.0, "high": 1.0})],
-                 attrs=_attributes(low=True, high=True))
+                 attrs=_attributes(low=attributes.Float(finite=True, at_most="high"), high=attributes.Float(finite=True)))
 _normal = defop("normal", shape=_shape_rule, kernel=_normal_kernel, dtype=lambda **a: dtypes.as_dtype(a["dtype"]),
                 differentiable=False, family="random", reference=_normal_reference, doc="Normal draws (Box-Muller).",
                 samples=lambda: [Sample((), {"shape": (3, 4), "dtype": "float64", "seed": 1, "mean": 0.0, "std": 1.0}),
                                  Sample((), {"shape": (0, 2), "dtype": "float32", "seed": 2, "mean": 1.0, "std": 2.0})],
-                attrs=_attributes(mean=True, std=True))
+                attrs=_attributes(mean=attributes.Float(finite=True), std=attributes.Float(minimum=0.0, finite=True)))
 
 
 def _settings(shape, dtype, seed, name):
+    """The attributes as given (the declarations check them), with a seed derived when none is."""
     from graphview.registry import graph_of
-    from graphview.ops.shape import int_entries
-    shape = int_entries(shape, "random", "shape")
-    dtype = dtypes.as_dtype(dtype, "random")
-    if dtype not in dtypes.FLOATS:
-        raise dtypes.DTypeError(f"random draws are floating point; dtype {dtype.name} is not")
     if seed is None:
         seed = default_seed(graph_of((), "random"), name or "random")
-    return dict(shape=shape, dtype=dtype.name, seed=seed)
+    return dict(shape=shape, dtype=dtype, seed=seed)
 
 
 @public("random")

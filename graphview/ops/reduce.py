@@ -243,7 +243,7 @@ _argmin = defop("argmin", shape=_argmax_shape, kernel=_arg_kernel(-1), dtype=lam
 
 def _reduction(op):
     def reduction(x, axis=None, keepdims=False, *, name=None):
-        return op(x, name=name, axis=axis, keepdims=bool(keepdims))
+        return op(x, name=name, axis=axis, keepdims=keepdims)   # the Bool declaration checks it
     reduction.__name__ = op.__name__
     reduction.__doc__ = op.__doc__
     return public("math", op.__name__)(reduction)

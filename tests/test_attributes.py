@@ -504,3 +504,17 @@ def test_defop_refuses_declarations_that_do_not_fit_the_shape_rule(attrs, messag
     with pytest.raises(gv.GraphviewError, match=message):
         gv.defop("test_bad_attrs", shape=lambda x, times=1: x, kernel=lambda x, out, times=1: None, attrs=attrs)
     assert "test_bad_attrs" not in registry.ops()
+
+
+@pytest.mark.parametrize("rate, training, message", [
+    (False, True, r"dropout: attribute 'rate': False is not a number"),
+    (np.zeros(2), True, r"dropout: attribute 'rate'"),
+    (0.0, "no", r"dropout: attribute 'training': 'no' is not a bool"),
+    (1.0, True, r"dropout: attribute 'rate'"),
+])
+def test_dropout_checks_rate_and_training_before_its_shortcut(rate, training, message):
+    # rate == 0 or training=False builds no node; the values are still judged by the declarations.
+    g = gv.Graph()
+    x = g.placeholder("x", (2,))
+    with pytest.raises(gv.OpArgumentError, match=message):
+        g.nn.dropout(x, rate, training=training)

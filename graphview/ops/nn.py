@@ -2,6 +2,7 @@
 import numpy as np
 
 from graphview import attributes, dtypes, runstate
+from graphview.errors import OpArgumentError
 from graphview.registry import defop, public
 from graphview.shapes import normalize_axis
 from graphview.testing import Sample, transposed
@@ -157,6 +158,14 @@ def dropout(x, rate=0.5, seed=None, training=True, *, name=None):
     """Inverted dropout. The mask comes from ``seed`` (from the node's name when None): a new one per
     training step under ``fit``, the same one on every plain run (reproducible), none under
     ``gv.inference()`` and in evaluation. ``training=False`` builds no dropout at all."""
+    # The declarations judge rate (and training) before the shortcut reads them: dropout(x, False) or an
+    # array rate is the same OpArgumentError whether or not a node would be built.
+    for key, value, declaration in (("rate", rate, _dropout.definition.attributes["rate"]),
+                                    ("training", training, attributes.Bool())):
+        try:
+            declaration.parse(value)
+        except attributes.Invalid as problem:
+            raise OpArgumentError(f"dropout: attribute {key!r}: {problem}") from None
     if not training or rate == 0:
         return x
     if seed is None:

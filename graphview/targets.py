@@ -11,6 +11,7 @@ import importlib.util
 import os
 import re
 import sys
+import zlib
 import zipfile
 
 import numpy as np
@@ -141,8 +142,10 @@ def _import_file(spec):
     module = _run_import(name, spec)
     loaded = getattr(module, "__file__", None)
     if not (loaded and os.path.exists(loaded) and os.path.samefile(loaded, path)):
-        raise TargetError(f"{spec} would be imported as module {name!r}, but {name!r} is "
-                          f"{loaded or 'a built-in module'}; rename {os.path.basename(path)}")
+        # The name belongs to a module loaded before (the standard library's random.py, numpy): load the
+        # file under a private name of its own, the same in every run, so Numba's cache still finds it.
+        private = f"graphview_target_{name.replace('.', '_')}_{zlib.crc32(path.encode()):08x}"
+        return _import_unimportable(private, path, spec)
     return module
 
 

@@ -48,9 +48,13 @@ def _brief(value, limit=40):
     """``value``'s repr for a message, shortened: an int of 600 digits is described, not printed."""
     value = _shown(value)
     if is_integer(value):
-        digits = len(str(abs(operator.index(value))))
-        if digits > limit:
+        bits = abs(operator.index(value)).bit_length()
+        if bits > 3.33 * limit:  # past ~limit digits; str() itself refuses ints over 4300 digits
+            digits = len(str(abs(operator.index(value)))) if bits < 14_000 else f"about {int(bits * 0.30103) + 1}"
             return f"an int of {digits} digits"
+    elif isinstance(value, (list, tuple)) and any(is_integer(v) and abs(operator.index(v)).bit_length() > 64
+                                                  for v in value):
+        return "(" + ", ".join(_brief(v, limit) for v in value[:4]) + (", ...)" if len(value) > 4 else ")")
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
@@ -70,7 +74,9 @@ def _integers(values, what):
         raise Invalid(f"{what}{_shown(values)!r} is not an int or a tuple of ints")
     for item in items:
         if not is_integer(item):
-            raise Invalid(f"{what}{_shown(items)!r} holds {_shown(item)!r}, which is not an int")
+            raise Invalid(f"{what}{_brief(items, 80)} holds {_brief(item)}, which is not an int")
+        if not -2**63 <= operator.index(item) < 2**63:
+            raise Invalid(f"{what}{_brief(items, 80)} holds {_brief(item)}, past the int64 range")
     return tuple(operator.index(item) for item in items)
 
 
@@ -86,12 +92,16 @@ def integers(values, op, what, error=ShapeError):
 def _axes(value, none, many):
     if value is None and none:
         return None
-    if is_integer(value):
+    if is_integer(value) and -2**63 <= operator.index(value) < 2**63:
         return operator.index(value)
+    if is_integer(value):
+        raise Invalid(f"{_brief(value)} is past the int64 range")
     if many and (isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim == 1)):
         for item in value:
             if not is_integer(item):
                 raise Invalid(f"{_brief(value)} holds {_brief(item)}, which is not an int")
+            if not -2**63 <= operator.index(item) < 2**63:
+                raise Invalid(f"{_brief(value)} holds {_brief(item)}, past the int64 range")
         return tuple(operator.index(item) for item in value)
     wanted = " or ".join(["an int"] + (["a tuple of ints"] if many else []) + (["None"] if none else []))
     raise Invalid(f"{_brief(value)} is not {wanted}")
@@ -129,7 +139,7 @@ class Attribute:
 
 @dataclass(frozen=True)
 class Int(Attribute):
-    """An int (Python or NumPy) in [minimum, maximum]."""
+    """An int (Python or NumPy) in [minimum, maximum]; without bounds, an int64 (what kernels take)."""
     minimum: Optional[int] = None
     maximum: Optional[int] = None
 
@@ -141,6 +151,8 @@ class Int(Attribute):
             low = "-inf" if self.minimum is None else self.minimum
             high = "inf" if self.maximum is None else self.maximum
             raise Invalid(f"{_brief(value)} is not in [{low}, {high}]")
+        if not -2**63 <= value < 2**63:
+            raise Invalid(f"{_brief(value)} is past the int64 range")
         return value
 
 

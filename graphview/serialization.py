@@ -118,6 +118,8 @@ def _replacing(path):
         raise GraphFileError(f"{path}: cannot write the graph file: it is a folder; give a file name in it")
     given, path = path, os.path.realpath(path)
     folder = os.path.dirname(path)
+    if os.path.isfile(path) and not os.access(path, os.W_OK):
+        raise GraphFileError(f"{given}: cannot write the graph file: it is read-only (as open() would say)")
     if not os.path.isdir(folder):
         missing = "is not a folder" if os.path.exists(folder) else "does not exist"
         raise GraphFileError(f"{given}: cannot write the graph file: the folder {folder} {missing}")

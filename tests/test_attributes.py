@@ -100,7 +100,7 @@ def test_non_finite_attributes_of_an_unbounded_float_survive_a_file(g, scale_op,
     (lambda g: g.random.normal((2,), seed=10**600), "attribute 'seed': an int of 601 digits is not a seed"),
     (lambda g: g.random.normal((2,), seed=-10**600), "attribute 'seed': an int of 601 digits is not a seed"),
     (lambda g: g.nn.dropout(g.placeholder("x", (3,)), "x" * 1000, seed=1), r"attribute 'rate': 'x{36}\.\.\. is not"),
-    (lambda g: g.math.sum(g.placeholder("x", (3,)), axis=10**600), "axis an int of 601 digits is out of range"),
+    (lambda g: g.math.sum(g.placeholder("x", (3,)), axis=10**600), "axis': an int of 601 digits is past the int64 range"),
 ])
 def test_huge_values_are_abbreviated_in_messages(g, call, message):
     with pytest.raises(gv.GraphviewError, match=message) as caught:
@@ -511,10 +511,30 @@ def test_defop_refuses_declarations_that_do_not_fit_the_shape_rule(attrs, messag
     (np.zeros(2), True, r"dropout: attribute 'rate'"),
     (0.0, "no", r"dropout: attribute 'training': 'no' is not a bool"),
     (1.0, True, r"dropout: attribute 'rate'"),
+    (0.0, True, r"dropout: attribute 'seed': -1 is not a seed"),
+    (0.5, False, r"dropout: attribute 'seed': -1 is not a seed"),
 ])
-def test_dropout_checks_rate_and_training_before_its_shortcut(rate, training, message):
+def test_dropout_checks_rate_seed_and_training_before_its_shortcut(rate, training, message):
     # rate == 0 or training=False builds no node; the values are still judged by the declarations.
     g = gv.Graph()
     x = g.placeholder("x", (2,))
     with pytest.raises(gv.OpArgumentError, match=message):
-        g.nn.dropout(x, rate, training=training)
+        g.nn.dropout(x, rate, training=training, seed=-1 if "seed" in message else None)
+
+
+def test_dropout_training_none_is_the_default():
+    g = gv.Graph()
+    x = g.placeholder("x", (2,))
+    assert g.nn.dropout(x, 0.5, training=None, name="d").op == "dropout"
+    assert g.nn.dropout(x, 0.5, training=False) is x
+
+
+def test_huge_ints_are_refused_with_a_short_message_where_str_itself_would_fail():
+    g = gv.Graph()
+    x = g.placeholder("x", (2, 3))
+    with pytest.raises(gv.OpArgumentError, match=r"sum: attribute 'axis': an int of about 5001 digits is past"):
+        g.math.sum(x, axis=10**5000)
+    with pytest.raises(gv.ShapeError, match=r"reshape: .*an int of about 5001 digits, past the int64 range"):
+        g.shape.reshape(x, (10**5000,))
+    with pytest.raises(gv.data.DataError, match=r"an int of about 5001 digits"):
+        gv.data.Batch(10**5000)

@@ -79,6 +79,19 @@ def test_saving_over_a_file_keeps_its_permissions_and_writes_through_a_link(tmp_
     assert link.is_symlink() and gv.load(target).nodes() == _graph().nodes()
 
 
+def test_saving_over_a_read_only_file_is_refused_as_open_refuses_it(tmp_path, monkeypatch):
+    kept = tmp_path / "kept.gvz"
+    kept.write_bytes(b"old")
+    os.chmod(kept, 0o444)
+    # os.access is what open() consults in effect; root may write anything, so ask as a user would.
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == str(kept) and mode == os.W_OK
+                        else real_access(p, mode, **kw))
+    with pytest.raises(gv.GraphFileError, match=r"kept.gvz: cannot write the graph file: it is read-only"):
+        _graph().save(kept)
+    assert kept.read_bytes() == b"old"
+
+
 # --- reading: .npy headers ---------------------------------------------------------
 
 def _npy(header):

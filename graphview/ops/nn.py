@@ -157,11 +157,18 @@ _dropout = defop("dropout", shape=_dropout_shape, kernel=_dropout_kernel, promot
 def dropout(x, rate=0.5, seed=None, training=True, *, name=None):
     """Inverted dropout. The mask comes from ``seed`` (from the node's name when None): a new one per
     training step under ``fit``, the same one on every plain run (reproducible), none under
-    ``gv.inference()`` and in evaluation. ``training=False`` builds no dropout at all."""
-    # The declarations judge rate (and training) before the shortcut reads them: dropout(x, False) or an
-    # array rate is the same OpArgumentError whether or not a node would be built.
-    for key, value, declaration in (("rate", rate, _dropout.definition.attributes["rate"]),
+    ``gv.inference()`` and in evaluation. ``training=False`` builds no dropout at all; ``None`` is the
+    default, ``True``."""
+    # The declarations judge rate, seed (and training) before the shortcut reads them: dropout(x, False)
+    # or seed=-1 is the same OpArgumentError whether or not a node would be built. training=None is the
+    # default, as in Keras.
+    if training is None:
+        training = True
+    declared = _dropout.definition.attributes
+    for key, value, declaration in (("rate", rate, declared["rate"]), ("seed", seed, declared["seed"]),
                                     ("training", training, attributes.Bool())):
+        if value is None:
+            continue
         try:
             declaration.parse(value)
         except attributes.Invalid as problem:

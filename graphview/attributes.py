@@ -65,19 +65,28 @@ def is_integer(value):
             and not isinstance(value, (list, tuple, str, bytes)) and np.ndim(value) == 0)
 
 
+def _in_int64(value):
+    return -2**63 <= operator.index(value) < 2**63
+
+
+def _int64_entries(items, shown):
+    """``items`` (a sequence) as a tuple of ints, each an integer in the int64 range."""
+    for item in items:
+        if not is_integer(item):
+            raise Invalid(f"{shown} holds {_brief(item)}, which is not an int")
+        if not _in_int64(item):
+            raise Invalid(f"{shown} holds {_brief(item)}, past the int64 range")
+    return tuple(operator.index(item) for item in items)
+
+
 def _integers(values, what):
     if is_integer(values):
         items = (values,)
     elif hasattr(values, "__iter__") and not isinstance(values, (str, bytes, dict)):
         items = tuple(values)
     else:
-        raise Invalid(f"{what}{_shown(values)!r} is not an int or a tuple of ints")
-    for item in items:
-        if not is_integer(item):
-            raise Invalid(f"{what}{_brief(items, 80)} holds {_brief(item)}, which is not an int")
-        if not -2**63 <= operator.index(item) < 2**63:
-            raise Invalid(f"{what}{_brief(items, 80)} holds {_brief(item)}, past the int64 range")
-    return tuple(operator.index(item) for item in items)
+        raise Invalid(f"{what}{_brief(values, 80)} is not an int or a tuple of ints")
+    return _int64_entries(items, f"{what}{_brief(items, 80)}")
 
 
 def integers(values, op, what, error=ShapeError):
@@ -92,17 +101,12 @@ def integers(values, op, what, error=ShapeError):
 def _axes(value, none, many):
     if value is None and none:
         return None
-    if is_integer(value) and -2**63 <= operator.index(value) < 2**63:
-        return operator.index(value)
     if is_integer(value):
-        raise Invalid(f"{_brief(value)} is past the int64 range")
+        if not _in_int64(value):
+            raise Invalid(f"{_brief(value)} is past the int64 range")
+        return operator.index(value)
     if many and (isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim == 1)):
-        for item in value:
-            if not is_integer(item):
-                raise Invalid(f"{_brief(value)} holds {_brief(item)}, which is not an int")
-            if not -2**63 <= operator.index(item) < 2**63:
-                raise Invalid(f"{_brief(value)} holds {_brief(item)}, past the int64 range")
-        return tuple(operator.index(item) for item in value)
+        return _int64_entries(value, _brief(value))
     wanted = " or ".join(["an int"] + (["a tuple of ints"] if many else []) + (["None"] if none else []))
     raise Invalid(f"{_brief(value)} is not {wanted}")
 
@@ -151,7 +155,7 @@ class Int(Attribute):
             low = "-inf" if self.minimum is None else self.minimum
             high = "inf" if self.maximum is None else self.maximum
             raise Invalid(f"{_brief(value)} is not in [{low}, {high}]")
-        if not -2**63 <= value < 2**63:
+        if not _in_int64(value):
             raise Invalid(f"{_brief(value)} is past the int64 range")
         return value
 

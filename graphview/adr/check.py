@@ -158,31 +158,34 @@ def _governs_path_problem(path, root, must_exist=True):
     return None
 
 
-def _relates_problems(number, record, folder):
-    field = record.field("relates")
+def _reference_problems(number, record, folder, key, items, label, extra=None):
+    """Problems of the record numbers a ``label:`` line names (``items``: (text, number or None)): not a
+    number, itself or missing, and what ``extra(target)`` says of an existing one."""
+    field = record.field(key)
     problems = []
-    for item, target in record.relates_to:
+    for item, target in items:
         if target is None:
-            problems.append(Problem(record.path, field.line, f"'Relates to:' item {item!r} is not a record number"))
+            problems.append(Problem(record.path, field.line, f"'{label}:' item {item!r} is not a record number"))
         elif target == number or not folder.find(target):
-            problems.append(Problem(record.path, field.line, _missing_target("Relates to", target, number)))
+            problems.append(Problem(record.path, field.line, _missing_target(label, target, number)))
+        elif extra is not None and (problem := extra(target)):
+            problems.append(Problem(record.path, field.line, problem))
     return problems
+
+
+def _relates_problems(number, record, folder):
+    return _reference_problems(number, record, folder, "relates", record.relates_to, "Relates to")
 
 
 def _supersedes_problems(number, record, folder):
     """``Supersedes:`` names existing records whose status says ``Superseded by`` this one."""
-    field = record.field("supersedes")
-    problems = []
-    for item, target in record.supersedes:
-        if target is None:
-            problems.append(Problem(record.path, field.line, f"'Supersedes:' item {item!r} is not a record number"))
-        elif target == number or not folder.find(target):
-            problems.append(Problem(record.path, field.line, _missing_target("Supersedes", target, number)))
-        elif (older := folder.record(target)) is not None and number not in older.superseded_by:
-            problems.append(Problem(record.path, field.line, f"supersedes {target:04d}, whose status is "
-                                    f"{older.status_text or '(none)'!r}, not 'Superseded by {number:04d}' "
-                                    f"(run 'graphview adr supersede {target:04d} {number:04d}')"))
-    return problems
+    def confirmed(target):
+        older = folder.record(target)
+        if older is not None and number not in older.superseded_by:
+            return (f"supersedes {target:04d}, whose status is {older.status_text or '(none)'!r}, not "
+                    f"'Superseded by {number:04d}' (run 'graphview adr supersede {target:04d} {number:04d}')")
+        return None
+    return _reference_problems(number, record, folder, "supersedes", record.supersedes, "Supersedes", confirmed)
 
 
 def _link_problems(record):

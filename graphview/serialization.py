@@ -28,7 +28,8 @@ import numpy as np
 from graphview import dtypes
 from graphview.building import check_arguments, freeze_attrs, output_of
 from graphview.errors import GraphFileError, GraphviewError, PlaceholderError
-from graphview.graph import MAX_RANK, check_size
+from graphview.graph import MAX_RANK
+from graphview.graph_archive import DTYPES, ArchiveReader
 from graphview.layouts import dimfile
 from graphview.registry import get as get_op
 from graphview.shapes import format_shape
@@ -39,7 +40,6 @@ VERSION = 1
 GRAPH_JSON = "graph.json"
 MAX_JSON_BYTES = 256 * 2**20
 MAX_RATIO = 1100  # the most any deflated data inflates (deflate's limit is about 1032:1)
-DTYPES = {dtype.name: dtype for dtype in dtypes.ALL}
 NODE_FIELDS = {"name", "kind", "op", "inputs", "attrs", "shape", "dtype", "value"}
 SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 # What a damaged zip or .npy member can raise from inside zipfile, zlib and NumPy.
@@ -199,27 +199,7 @@ def read(path):
         raise GraphFileError(f"{shown}: corrupt or truncated graph file ({type(error).__name__}: {error})") from None
 
 
-class _Counting:
-    """A read-only stream that counts the bytes read through it (the .npy header's length)."""
-
-    def __init__(self, stream):
-        self.stream, self.count = stream, 0
-
-    def read(self, size=-1):
-        data = self.stream.read(size)
-        self.count += len(data)
-        return data
-
-
-class _Reader:
-    def __init__(self, path):
-        self.path = path
-        self.used = set()
-        self.total = 0
-
-    def fail(self, message):
-        raise GraphFileError(f"{self.path}: {message}")
-
+class _Reader(ArchiveReader):
     def read(self):
         if not zipfile.is_zipfile(self.path):
             if os.path.isdir(self.path):
@@ -233,6 +213,8 @@ class _Reader:
         with zipfile.ZipFile(self.path) as archive:
             self.archive = archive
             self.members = self._members()
+            if GRAPH_JSON not in self.members:
+                self.fail(f"no {GRAPH_JSON} inside (is this a graph file written by g.save?)")
             document = self._document()
             graph = self._graph(document)
             placeholders = self._placeholders(document, graph)
@@ -240,21 +222,6 @@ class _Reader:
         if unused:
             self.fail(f"members {', '.join(unused[:5])} are not referenced by graph.json (inconsistent file)")
         return graph, placeholders
-
-    def _members(self):
-        members = {}
-        for info in self.archive.infolist():
-            if info.filename in members:
-                self.fail(f"the member {info.filename!r} appears twice")
-            if info.flag_bits & 0x1:
-                self.fail(f"the member {info.filename!r} is encrypted; graph files never are")
-            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                self.fail(f"the member {info.filename!r} uses an unsupported compression method "
-                          f"({info.compress_type})")
-            members[info.filename] = info
-        if GRAPH_JSON not in members:
-            self.fail(f"no {GRAPH_JSON} inside (is this a graph file written by g.save?)")
-        return members
 
     def _document(self):
         if self.members[GRAPH_JSON].file_size > MAX_JSON_BYTES:
@@ -428,66 +395,6 @@ class _Reader:
                 self.fail(f"{where}: attribute value {value!r:.80} is not a number, string, bool, null or list")
             return SPECIAL_FLOATS[value["float"]]
         return value
-
-    def _array(self, where, member):
-        if not isinstance(member, str) or member not in self.members or not member.endswith(".npy"):
-            self.fail(f"{where}: stored value {member!r:.80} is not an .npy member of the file")
-        if member in self.used:
-            self.fail(f"{where}: the array {member!r} is used twice")
-        self.used.add(member)
-        info = self.members[member]
-        with self.archive.open(info) as stream:
-            # Only the header is read before the sizes are checked: the zip's recorded size of the
-            # member must be exactly what the header declares, and zipfile never inflates past the
-            # recorded size, so a member cannot make loading read more than its header declares.
-            header = _Counting(stream)
-            shape, fortran, dtype = self._npy_header(where, member, header)
-            if dtype not in DTYPES.values() or dtype.byteorder not in ("=", "|", "<" if np.little_endian else ">"):
-                self.fail(f"{where}: {member} holds dtype {dtype.str}, not one of {', '.join(DTYPES)}")
-            self._check_size(f"{where}: {member}", shape, dtype)
-            count = math.prod(shape)
-            declared = count * dtype.itemsize
-            if header.count + declared != info.file_size:
-                self.fail(f"{where}: {member} holds {info.file_size - header.count} data bytes, but its header "
-                          f"says {format_shape(shape)} {dtype.name} ({declared} bytes)")
-            self.total += info.file_size
-            if self.total > self.limit:
-                self.fail(f"the arrays inflate to more than {self.limit} bytes, more than the file's "
-                          f"{self.file_size} bytes could hold")
-            flat = np.empty(count, dtype)
-            view = memoryview(flat).cast("B")
-            filled = 0
-            while filled < declared:
-                got = stream.readinto(view[filled:])
-                if not got:
-                    self.fail(f"{where}: {member} is truncated: {filled} of {declared} data bytes")
-                filled += got
-            if stream.read(1):  # reaching the end also makes zipfile check the CRC
-                self.fail(f"{where}: {member} holds more data than its header declares")
-        return flat.reshape(shape, order="F" if fortran else "C")
-
-    def _npy_header(self, where, member, stream):
-        """(shape, fortran order, dtype) from the .npy header at the start of ``stream``.
-
-        The header is a Python dict literal that NumPy parses with tokenize and ast.literal_eval (never
-        eval); what they raise on bytes from the file (ValueError, SyntaxError, tokenize.TokenError,
-        UnicodeDecodeError, ...) all mean one thing: the header is malformed."""
-        try:
-            version = np.lib.format.read_magic(stream)
-            if version == (1, 0):
-                return np.lib.format.read_array_header_1_0(stream)
-            if version == (2, 0):
-                return np.lib.format.read_array_header_2_0(stream)
-        except Exception as error:  # noqa: BLE001
-            self.fail(f"{where}: {member} has a malformed .npy header ({type(error).__name__}: {error})")
-        self.fail(f"{where}: {member} is .npy version {version}, not 1.0 or 2.0")
-
-    def _check_size(self, where, shape, dtype):
-        """The size check building applies (graph.check_size): no node or array NumPy could not hold."""
-        try:
-            check_size(shape, dtype, where)
-        except GraphviewError as error:
-            self.fail(str(error))
 
     def _placeholders(self, document, graph):
         values = {}

@@ -263,7 +263,7 @@ def before_op(graph, definition, variables, attrs, name):
     found = _TABLES.get(graph)
     if found is None or not found.lengths or not _MASKING.get():
         return attrs, None
-    from graphview.ops.masked import redirect
+    from graphview.ops.masked_redirect import redirect
     return attrs, redirect(definition.name, variables, attrs, name)
 
 

@@ -263,6 +263,39 @@ def _is_rule(node):
             and not (isinstance(node.value, ast.Name) and node.value.id in ("np", "numpy")))
 
 
+def graphview_cycles(known, edges):
+    """The strongly connected components of graphview's import graph (module- and function-level)."""
+    graphview = {m for m in known if m.split(".")[0] == "graphview"}
+    inner = {v: {w for w in ws if w in graphview} for v, ws in edges.items() if v in graphview}
+    return components(inner, graphview)
+
+
+def graph_private_reads(trees, private_attrs):
+    """Reads of Graph's underscore members outside graph.py."""
+    graph_private = _private_members(trees["graphview.graph"][0])
+    return [a for a in private_attrs if a[3] == "object" and not a[0].endswith(os.path.join("graphview", "graph.py"))
+            and a[2].rsplit(".", 1)[1] in graph_private]
+
+
+def long_files(trees):
+    return sorted((trees[m][1].count("\n"), trees[m][2]) for m in trees if trees[m][1].count("\n") > LONG)
+
+
+def summary(root):
+    """The figures tests/test_architecture.py holds to a ceiling (ADR 0017's ratchet)."""
+    known, trees, edges, _, function_required, private_imports, private_attrs = analyse(root)
+    return {
+        "import cycles": len(graphview_cycles(known, edges)),
+        "function-level imports of required modules": sum(function_required.values()),
+        "underscore imports": len(private_imports),
+        "reads of Graph's private members outside graph.py": len(graph_private_reads(trees, private_attrs)),
+        "places calling a shape rule": sum(1 for c in shape_rule_calls(trees) if c[4] == "shape"),
+        "kernels modules importing graphview": sum(1 for m in known if m.startswith("graphview_kernels")
+                                                   for w in edges.get(m, ()) if w.split(".")[0] == "graphview"),
+        "files over 500 lines": len(long_files(trees)),
+    }
+
+
 def main(root):
     known, trees, edges, function_imports, function_required, private_imports, private_attrs = analyse(root)
     relative = lambda path: os.path.relpath(path, root)   # noqa: E731
@@ -272,7 +305,7 @@ def main(root):
 
     print("## Import cycles among graphview modules (module-level and function-level imports)")
     inner = {v: {w for w in ws if w in graphview} for v, ws in graph.items() if v in graphview}
-    cycles = components(inner, graphview)
+    cycles = graphview_cycles(known, edges)
     module_only = {v: {w for w in ws if w in graphview and any(lv == "module" for _, lv in edges[v][w])}
                    for v, ws in graph.items() if v in graphview}
     print(f"strongly connected components (each one or more cycles): {len(cycles)}")
@@ -322,9 +355,8 @@ def main(root):
         names = collections.Counter(a[2].rsplit(".", 1)[1] for a in objects if relative(a[0]) == path)
         print(f"  {count:4d}  {path}: {', '.join(f'{n} x{c}' for n, c in names.most_common(6))}")
     graph_members = collections.Counter(a[2].rsplit(".", 1)[1] for a in objects if not a[0].endswith("graph.py"))
-    graph_private = {n for n in _private_members(trees["graphview.graph"][0])}
-    outside = [a for a in objects if not a[0].endswith(os.path.join("graphview", "graph.py"))
-               and a[2].rsplit(".", 1)[1] in graph_private]
+    graph_private = _private_members(trees["graphview.graph"][0])
+    outside = graph_private_reads(trees, private_attrs)
     print(f"reads of Graph's private members outside graph.py: {len(outside)} in "
           f"{len({a[0] for a in outside})} files "
           f"({', '.join(f'{n} x{c}' for n, c in graph_members.most_common() if n in graph_private)})")
@@ -343,8 +375,7 @@ def main(root):
         lines = sum(trees[m][1].count("\n") for m in trees if trees[m][2] in paths)
         code = sum(_code_lines(trees[m][1]) for m in trees if trees[m][2] in paths)
         print(f"{folder}/: {len(paths)} files, {lines} lines ({code} neither blank nor comment)")
-    long = sorted((trees[m][1].count("\n"), relative(trees[m][2])) for m in trees
-                  if trees[m][1].count("\n") > LONG)
+    long = [(n, relative(path)) for n, path in long_files(trees)]
     print(f"files over {LONG} lines: {len(long)} {', '.join(f'{p} ({n})' for n, p in long)}")
 
 

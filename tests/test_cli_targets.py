@@ -251,8 +251,8 @@ def test_a_terminal_of_zero_columns_gets_status_lines(tmp_path):
                                               script=STATUS_LINES_AT_ONCE)
     assert status == 0, terminal
     lines = [line for line in terminal.replace("\r\n", "\n").split("\n") if line]
+    # Which states the lines catch depends on timing (a line at most every tick); that there are lines does not.
     assert lines and all(re.fullmatch(r"gradcheck ops: .* \[\d+ s\]", line) for line in lines), terminal
-    assert any("cube_fresh[0]" in line for line in lines), terminal
 
 
 def test_progress_is_written_as_status_lines_when_stderr_is_not_a_terminal(tmp_path):

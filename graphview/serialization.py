@@ -25,8 +25,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from graphview import dtypes
-from graphview.building import check_arguments, freeze_attrs, output_of
+from graphview import infer
 from graphview.errors import GraphFileError, GraphviewError, PlaceholderError
 from graphview.graph import MAX_RANK
 from graphview.graph_archive import DTYPES, ArchiveReader
@@ -329,38 +328,26 @@ class _Reader(ArchiveReader):
         graph._add_node(name, Kind.ARRAY, op, inputs, attrs, shape, dtype)
 
     def _check_rules(self, where, definition, in_nodes, attrs, shape, dtype):
-        """The recorded node must be what building the op on the recorded inputs gives: the checks of
-        building (arity, declared attributes, shape and dtype rules) run on it. Returns the attributes."""
+        """The recorded node must be what building the op on the recorded inputs gives: ``infer`` runs
+        building's checks (arity, declared attributes, accepted dtypes, shape and dtype rules) on it, and
+        no cast may be missing. Returns the attributes."""
         op = definition.name
-        kinds = [n.dtype for n in in_nodes]
-        positions = range(len(in_nodes)) if definition.promote_inputs is None else definition.promote_inputs
-        positions = [p for p in positions if p < len(in_nodes)]
         prefix = f"op {op} "
         try:
-            attrs = freeze_attrs(op, check_arguments(definition, [(repr(n.name), n.shape) for n in in_nodes],
-                                                     dict(attrs), prefix))
-            if definition.accepts is not None:
-                for p in positions:
-                    dtypes.check_category(op, f"{p} ({in_nodes[p].name!r})", kinds[p], definition.accepts)
-            expected_shape, expected_dtype = output_of(definition, [n.shape for n in in_nodes], kinds, attrs)
+            inferred = infer.infer(definition, [(n.name, n.shape, n.dtype) for n in in_nodes], attrs, prefix)
         # The rules are registered graphview code, but the values they are given here come from
         # the file; whatever they raise means the file does not describe a buildable node.
         except Exception as error:  # noqa: BLE001
             message = str(error)
             self.fail(f"{where}: {message}" if message.startswith(prefix) else
                       f"{where}: op {op} rejects the recorded inputs and attributes: {message}")
-        if definition.promote and positions:
-            target = dtypes.result_type(*[kinds[p] for p in positions])
-            if definition.promote == "float":
-                target = dtypes.float_result(target)
-            for p in positions:
-                if kinds[p] != target:
-                    self.fail(f"{where}: input {p} ({in_nodes[p].name!r}) is {kinds[p].name} but {op} computes "
-                              f"in {target.name}; the cast node building inserts is missing")
-        if expected_shape != shape or expected_dtype != dtype:
+        for p, target in inferred.casts:
+            self.fail(f"{where}: input {p} ({in_nodes[p].name!r}) is {in_nodes[p].dtype.name} but {op} computes "
+                      f"in {target.name}; the cast node building inserts is missing")
+        if inferred.shape != shape or inferred.dtype != dtype:
             self.fail(f"{where}: recorded as {format_shape(shape)} {dtype.name}, but {op} of its inputs gives "
-                      f"{format_shape(expected_shape)} {expected_dtype.name}")
-        return attrs
+                      f"{format_shape(inferred.shape)} {inferred.dtype.name}")
+        return inferred.attrs
 
     def _shape(self, where, shape, allow_none):
         if not isinstance(shape, list) or len(shape) > MAX_RANK:
@@ -383,7 +370,7 @@ class _Reader(ArchiveReader):
                 self.fail(f"{where}: attribute {pair[0]!r} appears twice")
             decoded[pair[0]] = self._decode(where, pair[1])
         try:
-            return freeze_attrs(op, decoded)
+            return infer.freeze_attrs(op, decoded)
         except GraphviewError as error:
             self.fail(f"{where}: {error}")
 

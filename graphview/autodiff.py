@@ -35,7 +35,7 @@ class GradientGraph:
         self.losses = losses
         self.wrt = wrt
         self.gradients = gradients
-        needed = _ancestors(graph, [gradients[name].name for name in wrt])
+        needed = ancestors(graph, [gradients[name].name for name in wrt])
         self._placeholders = [node for node in graph.nodes() if node.kind is Kind.PLACEHOLDER and node.name in needed]
 
     def run(self, placeholders, listeners=None, mode="gradients", check_shapes=True):
@@ -113,7 +113,8 @@ def _names(graph, wrt):
     return [graph._name_of(item) for item in items]
 
 
-def _ancestors(graph, names):
+def ancestors(graph, names):
+    """The names of every node that ``names`` depend on, themselves included."""
     seen, stack = set(), list(names)
     while stack:
         name = stack.pop()
@@ -127,7 +128,7 @@ def _build(forward, losses, wrt):
     from graphview.graph import Graph
     graph = Graph(f"{forward.name}/grad")
     graph._values = collections.ChainMap({}, forward._values)
-    needed = _ancestors(forward, losses + wrt)
+    needed = ancestors(forward, losses + wrt)
     order = [node for node in forward.nodes() if node.name in needed]
     for node in order:
         graph._add_node(node.name, node.kind, node.op, node.inputs, node.attrs, node.shape, node.dtype)
@@ -142,7 +143,7 @@ def _build(forward, losses, wrt):
 
 def _backward(graph, order, losses, wrt):
     from graphview.ops.shape import broadcast_like
-    reach_loss = _ancestors(graph, losses)
+    reach_loss = ancestors(graph, losses)
     depends = set(wrt)
     for node in order:
         if any(name in depends for name in node.inputs):

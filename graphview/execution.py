@@ -94,10 +94,7 @@ class Plan:
                         values[i] = None
             except Exception as error:
                 # ``out`` is still the slot of the step that raised: name its op and node.
-                named = _named(error, self._step_writing[out].node)
-                if named is error:
-                    raise
-                raise named from error
+                _raise_named(error, self._step_writing[out].node)
         result = {}
         for name in self.outputs:
             array = values[self.slots[name]]
@@ -116,15 +113,20 @@ class Plan:
             try:
                 output = step.direct(*inputs)
             except Exception as error:
-                named = _named(error, step.node)
-                if named is error:
-                    raise
-                raise named from error
+                _raise_named(error, step.node)
             values[step.out] = output
             for listener in listeners:
                 listener.post_op(context, step.node, inputs, [output])
             for i in step.free:
                 values[i] = None
+
+
+def _raise_named(error, node):
+    """Raise what :func:`_named` makes of ``error``: the error itself, or a new one from it."""
+    named = _named(error, node)
+    if named is error:
+        raise error
+    raise named from error
 
 
 def _named(error, node):
@@ -245,10 +247,7 @@ class Executor:
                 kind = type(error) if isinstance(error, GraphviewError) else ShapeError
                 raise kind(f"{node.op} {node.name!r} ({described}): {error}") from None
             except Exception as error:   # any other failure of a user's shape rule: an ExecutionError
-                named = _named(error, node)
-                if named is error:
-                    raise
-                raise named from error
+                _raise_named(error, node)
             shapes[node.name] = shape
             in_contiguous = [contiguous[name] for name in node.inputs]
             copies = plan.input_copies.get(node.name, ())

@@ -253,8 +253,8 @@ def _targets(work, wrt, skip, activations):
     else:
         names = list(wrt)
     if activations:
-        from graphview.autodiff import _ancestors
-        upstream = _ancestors(work, work._losses)
+        from graphview.autodiff import ancestors
+        upstream = ancestors(work, work._losses)
         names += [n.name for n in work.nodes()
                   if n.kind is Kind.ARRAY and n.name in upstream and dtypes.is_float(n.dtype)]
     return [n for n in dict.fromkeys(names) if n not in skip]

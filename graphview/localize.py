@@ -20,7 +20,7 @@ from typing import Optional
 import numpy as np
 
 from graphview import dtypes
-from graphview.autodiff import _ancestors, gradient_graph
+from graphview.autodiff import ancestors, gradient_graph
 from graphview.errors import GraphviewError
 from graphview.execution import executor_of
 from graphview.finite_differences import Loss, projected_difference, relative_error
@@ -109,7 +109,7 @@ class _Probe:
     """The copy of ``work`` in which each checked edge reads ``input + zero``, and the gradient of each sum."""
 
     def __init__(self, work, feeds):
-        reach_loss = _ancestors(work, work._losses)
+        reach_loss = ancestors(work, work._losses)
         self.work = work
         self.zeros, self.sums = {}, {}
         graph = Graph(f"{work.name}/localize")

@@ -105,7 +105,7 @@ INTEGER_DTYPES = {"masked_sum": _sum_dtype, "masked_count": _sum_dtype, "masked_
                   "masked_min": _reduce_dtype}
 
 
-def _integer_start(op, dtype):
+def integer_start(op, dtype):
     """Where masked_reduce_integer starts each output: the identity of ``op`` on ``dtype``."""
     if op == "masked_max":
         return np.iinfo(dtype).min
@@ -128,7 +128,7 @@ def _reduce_kernel(op):
         if dtypes.is_float(out.dtype):
             kernels.masked_reduce(x4, lengths, result, MODES[op], rb, rt)
         else:
-            kernels.masked_reduce_integer(x4, lengths, result, MODES[op], rb, rt, _integer_start(op, x.dtype))
+            kernels.masked_reduce_integer(x4, lengths, result, MODES[op], rb, rt, integer_start(op, x.dtype))
         kept_order = ([] if rb else [b]) + ([] if rt else [t]) + kept_other
         kept = [a for a in range(x.ndim) if a not in axes]
         place(result.reshape([x.shape[a] for a in kept_order]), kept_order,
@@ -154,7 +154,7 @@ def _reduce_reference(op):
             if op == "masked_sum":
                 return np.sum(np.where(mask, x, 0), axis=axis, keepdims=keepdims, dtype=np.int64)
             reduce = np.max if op == "masked_max" else np.min
-            padding = x.dtype.type(_integer_start(op, x.dtype))
+            padding = x.dtype.type(integer_start(op, x.dtype))
             return reduce(np.where(mask, x, padding), axis=axis, keepdims=keepdims)
         values = x.astype(np.float64)
         count = np.sum(mask, axis=axis, keepdims=keepdims).astype(np.float64)

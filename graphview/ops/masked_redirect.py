@@ -9,7 +9,7 @@ import numpy as np
 from graphview import dtypes
 from graphview.dims import DimError, batch_dim
 from graphview.layouts import table
-from graphview.ops.masked import (INTEGER_DTYPES, _integer_start, masked_log_softmax, masked_logsumexp, masked_max,
+from graphview.ops.masked import (INTEGER_DTYPES, integer_start, masked_log_softmax, masked_logsumexp, masked_max,
                                   masked_mean, masked_min, masked_softmax, masked_sum)
 from graphview.ops.masked_loss import masked_softmax_cross_entropy
 from graphview.ops.math import cast, div, mul, square, sub, where
@@ -85,7 +85,7 @@ def _reduce_over_several(op, x, hit, attrs, common):
     exact = not dtypes.is_float(x.dtype) and "masked_" + op in INTEGER_DTYPES
     if not dtypes.is_float(x.dtype) and not exact:
         x = cast(x, dtypes.FLOAT64)
-    neutral = _integer_start("masked_" + op, x.dtype) if exact else NEUTRAL[op]
+    neutral = integer_start("masked_" + op, x.dtype) if exact else NEUTRAL[op]
     for _, dim, _ in hit[1:]:
         x = where(table.mask_of(x, dim), x, neutral)
     lengths = hit[0][2]

@@ -67,9 +67,9 @@ class TrainingConfig:
 
     def feeds(self, graph, batch, labels=True, data="batch"):
         """The placeholder values for one batch; ``data`` names where it comes from in messages."""
-        feeds = _map(graph, batch, batch.features, self.feature_mapping, "feature", data)
+        feeds = map_fields(graph, batch, batch.features, self.feature_mapping, "feature", data)
         if labels:
-            feeds.update(_map(graph, batch, batch.targets, self.label_mapping, "label", data))
+            feeds.update(map_fields(graph, batch, batch.targets, self.label_mapping, "label", data))
         return feeds
 
     def __repr__(self):
@@ -88,7 +88,7 @@ def _mapping(mapping, what):
                          f"of field name to placeholder name, not {type(mapping).__name__}")
 
 
-def _map(graph, batch, fields, mapping, role, data="batch"):
+def map_fields(graph, batch, fields, mapping, role, data="batch"):
     if not isinstance(batch, MiniBatch):
         raise GraphviewError(f"fit: the data set gave a {type(batch).__name__}, not a MiniBatch; "
                              "end the pipeline with gv.data.Batch(size)")

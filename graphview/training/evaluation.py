@@ -5,7 +5,7 @@ from graphview import runstate
 from graphview.data.dataset import DataSet
 from graphview.data.sample import MiniBatch
 from graphview.errors import GraphviewError, PlaceholderError
-from graphview.training.config import _map, conformed
+from graphview.training.config import map_fields, conformed
 from graphview.variable import Kind
 
 
@@ -125,7 +125,7 @@ def evaluation_feeds(graph, batch, feature_mapping=None):
         raise GraphviewError(f"evaluate: the data set gave a {type(batch).__name__}, not a MiniBatch; "
                              "end the pipeline with gv.data.Batch(size)")
     if feature_mapping is not None:
-        return _map(graph, batch, batch.features, feature_mapping, "feature")
+        return map_fields(graph, batch, batch.features, feature_mapping, "feature")
     return {name: conformed(graph, name, array, name, "label" if name in batch.targets else "feature")
             for name, array in batch.items()
             if name in graph and graph.node(name).kind is Kind.PLACEHOLDER}

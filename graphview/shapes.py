@@ -50,6 +50,25 @@ def normalize_axes(axis, rank):
     return (normalize_axis(axis, rank),)
 
 
+def squeeze_axes(shape, axis):
+    """The axes ``squeeze(axis=axis)`` removes from ``shape``: all size-1 axes for None."""
+    if axis is None:
+        if None in shape:
+            raise ShapeError(f"squeeze of {format_shape(shape)} needs an explicit axis (some sizes are unknown)")
+        return tuple(i for i, d in enumerate(shape) if d == 1)
+    axes = normalize_axes(axis, len(shape))
+    for a in axes:
+        if shape[a] not in (1, None):
+            raise ShapeError(f"cannot squeeze axis {a} of size {shape[a]} in {format_shape(shape)}")
+    return axes
+
+
+def expand_axes(rank, axis):
+    """The positions of the new axes ``expand_dims(axis=axis)`` inserts into a rank-``rank`` shape."""
+    axes = tuple(axis) if isinstance(axis, tuple) else (axis,)
+    return normalize_axes(axes, rank + len(axes))
+
+
 def known_size(shape):
     """The number of elements, or None when a dim is unknown."""
     size = 1

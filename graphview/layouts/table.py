@@ -18,7 +18,7 @@ import numpy as np
 from graphview import attributes
 from graphview.dims import Dim, DimError, batch_dim
 from graphview.errors import DTypeError, ShapeError
-from graphview.shapes import normalize_axes, normalize_axis
+from graphview.shapes import expand_axes, normalize_axes, normalize_axis, squeeze_axes
 
 _TABLES = weakref.WeakKeyDictionary()
 _TABLES_LOCK = threading.Lock()
@@ -340,12 +340,10 @@ def _rule(definition, in_dims, in_shapes, attrs, out_shape):
         order = tuple(reversed(range(len(first)))) if perm is None else tuple(p % len(first) for p in perm)
         return tuple(first[p] for p in order)
     if op == "squeeze":
-        from graphview.ops.shape import _squeeze_axes
-        axes = _squeeze_axes(in_shapes[0], attrs.get("axis"))
+        axes = squeeze_axes(in_shapes[0], attrs.get("axis"))
         return tuple(d for i, d in enumerate(first) if i not in axes)
     if op == "expand_dims":
-        from graphview.ops.shape import _expand_axes
-        axes = _expand_axes(len(first), attrs["axis"])
+        axes = expand_axes(len(first), attrs["axis"])
         rest = iter(first)
         return tuple(None if i in axes else next(rest) for i in range(len(out_shape)))
     if op in ("reshape", "reshape_like"):

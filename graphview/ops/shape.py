@@ -13,7 +13,8 @@ import numpy as np
 from graphview import attributes, dtypes
 from graphview.errors import ShapeError
 from graphview.registry import defop, public
-from graphview.shapes import broadcast_shapes, format_shape, known_size, normalize_axes, normalize_axis
+from graphview.shapes import (broadcast_shapes, expand_axes, format_shape, known_size, normalize_axes, normalize_axis,
+                              squeeze_axes)
 from graphview.testing import Sample, strided, transposed
 from graphview_kernels.elementwise import copy as copy_kernel
 
@@ -142,25 +143,13 @@ def axes_of_dims(x, axes, op):
 
 # --- squeeze / expand_dims ---------------------------------------------------------
 
-def _squeeze_axes(shape, axis):
-    if axis is None:
-        if None in shape:
-            raise ShapeError(f"squeeze of {format_shape(shape)} needs an explicit axis (some sizes are unknown)")
-        return tuple(i for i, d in enumerate(shape) if d == 1)
-    axes = normalize_axes(axis, len(shape))
-    for a in axes:
-        if shape[a] not in (1, None):
-            raise ShapeError(f"cannot squeeze axis {a} of size {shape[a]} in {format_shape(shape)}")
-    return axes
-
-
 def _squeeze_shape(x, axis=None):
-    axes = _squeeze_axes(x, axis)
+    axes = squeeze_axes(x, axis)
     return tuple(d for i, d in enumerate(x) if i not in axes)
 
 
 def _squeeze_kernel(x, axis=None):
-    return x.squeeze(_squeeze_axes(x.shape, axis))
+    return x.squeeze(squeeze_axes(x.shape, axis))
 
 
 def _squeeze_samples():
@@ -180,13 +169,8 @@ def squeeze(x, axis=None, *, name=None):
     return _squeeze(x, name=name, axis=axis)
 
 
-def _expand_axes(rank, axis):
-    axes = tuple(axis) if isinstance(axis, tuple) else (axis,)
-    return normalize_axes(axes, rank + len(axes))
-
-
 def _expand_shape(x, axis):
-    axes = _expand_axes(len(x), axis)
+    axes = expand_axes(len(x), axis)
     dims = iter(x)
     return tuple(1 if i in axes else next(dims) for i in range(len(x) + len(axes)))
 
@@ -198,7 +182,7 @@ def _expand_samples():
 
 
 _expand_dims = _view_op("expand_dims", _expand_shape,
-                        lambda x, axis: np.expand_dims(x, _expand_axes(x.ndim, axis)),
+                        lambda x, axis: np.expand_dims(x, expand_axes(x.ndim, axis)),
                         lambda g, out, x, axis: (reshape_like(g, x),), _expand_samples,
                         lambda x, axis: np.expand_dims(x, axis), "x with new size-1 axes at axis (a view).",
                         attrs={"axis": attributes.Axis(many=True, new=True)})

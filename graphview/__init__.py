@@ -10,7 +10,7 @@ from graphview.variable import Kind, Variable
 # Importing the subpackage registers the built-in ops; it also binds the name
 # ``graphview.ops`` to the subpackage, so the function is imported after it.
 importlib.import_module("graphview.ops")
-from graphview.registry import defop, ops  # noqa: E402
+from graphview.registry import defop, defvjp, ops  # noqa: E402
 from graphview import attributes as attrs  # noqa: E402  (gv.attrs.Axis(), gv.attrs.Seed(), ... for defop)
 from graphview.testing import Sample  # noqa: E402
 
@@ -45,7 +45,7 @@ VARIABLE, CONSTANT, PLACEHOLDER, ARRAY = Kind.VARIABLE, Kind.CONSTANT, Kind.PLAC
 __version__ = "0.1.0"
 
 __all__ = [
-    "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "ops", "attrs", "Sample",
+    "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "defvjp", "ops", "attrs", "Sample",
     "GraphviewError", "ShapeError", "DTypeError", "IndexDescriptorError", "InplaceModificationError",
     "GraphFileError", "NameConflictError", "UnknownNameError", "PlaceholderError", "ExecutionError", "OpArgumentError",
     "TrainingError", "indexing", "point", "interval", "all", "new_axis",

@@ -1,10 +1,13 @@
 """The op registry: ``gv.defop`` declares an op once, and everything else finds it here.
 
-An op declaration holds its shape rule, dtype rule, kernel, gradient rule and
-test samples. The graph, the executor, autodiff, the CLI and the generic tests
-all read this table; adding an op never needs a third edit.
+An op declaration holds its shape rule, dtype rule, kernel and test samples. Rules that belong to
+a layer above the ops are registered per op by that layer after the op exists (ADR 0017):
+``defvjp`` (its gradient rule, graphview/gradients/), ``defdims`` (how dims follow it,
+graphview/layouts/) and ``defmasked`` (its masked form). The graph, the executor, autodiff, the CLI
+and the generic tests all read this table.
 """
 import contextvars
+import dataclasses
 import functools
 import inspect
 import os
@@ -55,10 +58,22 @@ class OpDef:
     # Where the defop call was ("file:line"), for the error about a second, different declaration.
     origin: str = field(default="", compare=False)
     namespaces: tuple = ()
+    # How dims follow the op (graphview/layouts/), and its masked form (a spec the masking layer reads);
+    # None: the family's default.
+    dims: Optional[Callable] = None
+    masked: object = None
+    # Where defvjp/defdims/defmasked set a rule: {"vjp": "file:line", ...}, for the error about a different one.
+    rule_origins: dict = field(default_factory=dict, compare=False)
 
     @property
     def has_gradient(self):
         return self.vjp is not None
+
+
+class GraphHandle:
+    """What names a node of a graph: ``graph`` and ``name``. :class:`graphview.variable.Variable`
+    subclasses it, so the registry finds an op's graph without importing the variable module."""
+    __slots__ = ()
 
 
 class Op:
@@ -79,10 +94,9 @@ class Op:
 
 def graph_of(inputs, op_name):
     """The graph the inputs belong to (all the same one), or the namespace's graph."""
-    from graphview.variable import Variable
     graph = None
     for value in _flatten(inputs):
-        if isinstance(value, Variable):
+        if isinstance(value, GraphHandle):
             if graph is not None and value.graph is not graph:
                 raise GraphviewError(
                     f"{op_name}: inputs come from two graphs ({graph.name!r} and {value.graph.name!r})")
@@ -106,7 +120,8 @@ def _flatten(values):
 
 def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
           differentiable=None, promote=None, promote_inputs=None, accepts=None,
-          samples=None, reference=None, family="custom", namespace=None, doc="", attrs=None):
+          samples=None, reference=None, family="custom", namespace=None, doc="", attrs=None,
+          dims=None, masked=None):
     """Declare an op and return the callable that adds it to a graph.
 
     ``shape(*input_shapes, **attrs)`` gives the output shape, ``dtype(*input_dtypes,
@@ -117,7 +132,8 @@ def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
     writes. ``samples()`` yields :class:`graphview.testing.Sample` cases checked against
     ``reference(*arrays, **attrs)`` by the generic op tests. ``attrs`` maps attribute names to
     ``gv.attrs`` declarations (``gv.attrs.Axis()``, ``gv.attrs.Seed()``, ...), checked when the op is
-    built and when a graph file holding it is loaded.
+    built and when a graph file holding it is loaded. ``vjp``, ``dims`` and ``masked`` may instead be
+    registered later with :func:`defvjp`, :func:`defdims` and :func:`defmasked`.
 
     Declaring a registered name again replaces the op when the declaration is the same (a re-run
     notebook cell, a module imported under two names) and is an error saying where the first came
@@ -145,8 +161,9 @@ def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
         view=view, differentiable=True if vjp is not None and differentiable is None else differentiable,
         promote=promote, promote_inputs=promote_inputs, accepts=accepts, samples=samples,
         reference=reference, family=family, doc=doc or (kernel.__doc__ or "").strip(), attributes=attrs,
-        arity=rule, origin=_caller(), namespaces=spaces)
+        arity=rule, origin=_caller(), namespaces=spaces, dims=dims, masked=masked)
     if name in _REGISTRY:
+        definition = _keep_registered_rules(_REGISTRY[name], definition)
         _check_redeclaration(_REGISTRY[name], definition)
         for space in _REGISTRY[name].namespaces:
             NAMESPACES.get(space, {}).pop(name, None)
@@ -158,11 +175,70 @@ def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
     return op
 
 
+# --- rules registered by the layers above the ops (ADR 0017) -------------------------------------
+
+def defvjp(op, rule):
+    """Register ``rule(grad, out, *inputs, **attrs)``, one gradient variable or None per input, as
+    the gradient rule of the registered op ``op`` (its name or its callable). Registering the same
+    rule again replaces it; a different rule for an op that has one is an error naming both places."""
+    if not callable(rule):
+        raise GraphviewError(f"defvjp {_op_name(op)}: the rule must be a function (grad, out, *inputs, **attrs)")
+    return _register_rule(op, "vjp", rule)
+
+
+def defdims(op, rule):
+    """Register how dims follow the op ``op`` (graphview/layouts/): ``rule`` as the layouts layer calls it."""
+    if not callable(rule):
+        raise GraphviewError(f"defdims {_op_name(op)}: the rule must be a function")
+    return _register_rule(op, "dims", rule)
+
+
+def defmasked(op, spec):
+    """Register the masked form of the op ``op``: a spec the masking layer reads (graphview/masking.py)."""
+    if spec is None:
+        raise GraphviewError(f"defmasked {_op_name(op)}: give the masked form, not None")
+    return _register_rule(op, "masked", spec)
+
+
+def _op_name(op):
+    return op.definition.name if isinstance(op, Op) else op
+
+
+def _register_rule(op, part, rule):
+    name = _op_name(op)
+    definition = get(name)
+    here = _caller()
+    current = getattr(definition, part)
+    if current is not None and _fingerprint(current) != _fingerprint(rule):
+        where = definition.rule_origins.get(part) or definition.origin or "an unknown place"
+        raise GraphviewError(
+            f"def{part} {name}: the op already has a different {part} rule, declared at {where}; this one at "
+            f"{here or 'an unknown place'} differs (registering the same rule again replaces it)")
+    changes = {part: rule, "rule_origins": {**definition.rule_origins, part: here}}
+    if part == "vjp" and definition.differentiable is None:
+        changes["differentiable"] = True
+    definition = dataclasses.replace(definition, **changes)
+    _REGISTRY[name] = definition
+    _CALLABLES[name].definition = definition     # the namespaces hold this same callable
+    return _CALLABLES[name]
+
+
 # --- declaring a name twice ----------------------------------------------------------------------
 
-_FUNCTIONS = ("shape", "kernel", "dtype", "vjp", "samples", "reference")
+_FUNCTIONS = ("shape", "kernel", "dtype", "vjp", "samples", "reference", "dims", "masked")
 _OPTIONS = ("inplace", "view", "differentiable", "promote", "promote_inputs", "accepts", "family", "doc",
             "attributes", "namespaces")
+
+
+def _keep_registered_rules(first, second):
+    """A module declaring an op imported again (a re-run cell) redeclares it without the rules another
+    layer registered for it with defvjp/defdims/defmasked: keep those."""
+    kept = {part: getattr(first, part) for part in first.rule_origins if getattr(second, part) is None}
+    if not kept:
+        return second
+    if "vjp" in kept and second.differentiable is None:
+        kept["differentiable"] = True
+    return dataclasses.replace(second, rule_origins=dict(first.rule_origins), **kept)
 
 
 def _check_redeclaration(first, second):

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphview.errors import GraphviewError
+from graphview.registry import NAMESPACES, GraphHandle
 from graphview.shapes import format_shape
 
 
@@ -36,7 +37,7 @@ class Node:
         return dict(self.attrs)
 
 
-class Variable:
+class Variable(GraphHandle):
     """A handle on a node of a graph: its name, shape, dtype and kind, plus operators."""
 
     __slots__ = ("graph", "name")
@@ -172,7 +173,6 @@ class Variable:
 
 
 def _math(name):
-    from graphview.registry import NAMESPACES
     for space in ("math", "linalg"):
         if name in NAMESPACES.get(space, {}):
             return NAMESPACES[space][name]

@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 CEILINGS = {
     "import cycles": 3,
-    "function-level imports of required modules": 118,
+    "function-level imports of required modules": 116,
     "underscore imports": 11,
     "reads of Graph's private members outside graph.py": 52,
     "places calling a shape rule": 4,

@@ -1,0 +1,67 @@
+"""gv.defvjp and the registry's per-op rules registered after the op (ADR 0017)."""
+import numpy as np
+import pytest
+from numba import njit
+
+import graphview as gv
+from graphview import registry
+
+
+@njit(cache=True)
+def _triple_kernel(x, out):
+    for i in range(x.size):
+        out.flat[i] = 3.0 * x.flat[i]
+
+
+def _triple_vjp(grad, out, x):
+    return (grad * 3.0,)
+
+
+def _other_vjp(grad, out, x):
+    return (grad * 2.0,)
+
+
+@pytest.fixture
+def triple():
+    name = "test_rules_triple"
+    yield gv.defop(name, shape=lambda x: x, kernel=_triple_kernel, family="elementwise")
+    registry._REGISTRY.pop(name, None)
+    registry._CALLABLES.pop(name, None)
+
+
+def test_an_op_declared_without_a_rule_is_undeclared_until_defvjp_gives_it_one(triple):
+    assert registry.get("test_rules_triple").differentiable is None
+    g = gv.Graph()
+    x = g.var("x", np.array([1.0, 2.0]))
+    g.set_loss(g.math.sum(triple(x)))
+    with pytest.raises(gv.GraphviewError, match="test_rules_triple"):
+        g.calculate_gradients({}, ["x"])
+    assert gv.defvjp("test_rules_triple", _triple_vjp) is triple
+    assert registry.get("test_rules_triple").differentiable is True
+    np.testing.assert_array_equal(g.calculate_gradients({}, ["x"])["x"], [3.0, 3.0])
+
+
+def test_the_same_rule_again_replaces_and_a_different_one_names_both_places(triple):
+    gv.defvjp(triple, _triple_vjp)
+    gv.defvjp(triple, _triple_vjp)
+    with pytest.raises(gv.GraphviewError, match=r"defvjp test_rules_triple: the op already has a different vjp "
+                                                r"rule, declared at .*test_rule_registration.py:\d+; this one at "
+                                                r".*test_rule_registration.py:\d+ differs"):
+        gv.defvjp(triple, _other_vjp)
+    assert registry.get("test_rules_triple").vjp is _triple_vjp
+
+
+def test_declaring_the_op_again_keeps_its_registered_rule(triple):
+    gv.defvjp(triple, _triple_vjp)
+    again = gv.defop("test_rules_triple", shape=lambda x: x, kernel=_triple_kernel, family="elementwise")
+    assert registry.get("test_rules_triple").vjp is _triple_vjp
+    assert again.definition.differentiable is True
+
+
+def test_rules_need_a_registered_op_and_a_function(triple):
+    with pytest.raises(gv.GraphviewError, match="no op named 'test_rules_missing' is registered"):
+        gv.defvjp("test_rules_missing", _triple_vjp)
+    with pytest.raises(gv.GraphviewError, match="defvjp test_rules_triple: the rule must be a function"):
+        gv.defvjp(triple, "not a function")
+    with pytest.raises(gv.GraphviewError, match="defmasked test_rules_triple: give the masked form"):
+        registry.defmasked(triple, None)

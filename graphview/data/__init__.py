@@ -6,9 +6,10 @@
         batch.features["x"], batch.targets["y"]
 """
 from graphview.data.batching import Batch, BucketByLength, collate
-from graphview.data.dataset import ArrayDataSet, DataSet, IterableDataSet, TransformedDataSet
+from graphview.data.dataset import ArrayDataSet, IterableDataSet
+from graphview.data.pipeline import Chained, DataSet, TransformedDataSet, Transformer
 from graphview.data.sample import DataError, MiniBatch, Sample
-from graphview.data.transformers import Chained, Filter, Map, Normalize, OneHot, Shuffle, Transformer
+from graphview.data.transformers import Filter, Map, Normalize, OneHot, Shuffle
 
 __all__ = ["Sample", "MiniBatch", "DataError", "DataSet", "ArrayDataSet", "IterableDataSet", "TransformedDataSet",
            "Transformer", "Chained", "Shuffle", "Map", "Filter", "Normalize", "OneHot", "Batch", "BucketByLength",

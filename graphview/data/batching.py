@@ -7,8 +7,9 @@ was; here every padded field's true lengths travel with the batch in
 import numpy as np
 
 from graphview import attributes
+from graphview.data.pipeline import Transformer
 from graphview.data.sample import DataError, MiniBatch, Sample
-from graphview.data.transformers import Transformer, argument, field_name, number
+from graphview.data.transformers import argument, field_name, number
 
 
 def collate(samples, pad=None, pad_value=0, fields=None):

@@ -12,39 +12,8 @@ data set twice gives the same items in the same order.
 """
 import numpy as np
 
+from graphview.data.pipeline import DataSet
 from graphview.data.sample import DataError, Sample
-from graphview.data.slicing import sliced_pipeline
-
-
-class DataSet:
-    """A restartable source of samples or batches; chain transformers with ``>>``."""
-
-    def iterate(self, epoch=0):
-        """A fresh iterator over this data set's items for ``epoch``."""
-        raise NotImplementedError
-
-    def __iter__(self):
-        return self.iterate(0)
-
-    def __rshift__(self, transformer):
-        from graphview.data.transformers import Transformer
-        if not isinstance(transformer, Transformer):
-            raise DataError(f"a data set can only be chained (>>) with a transformer, not {type(transformer).__name__}")
-        return TransformedDataSet(self, transformer)
-
-    def transform(self, transformer):
-        """``self >> transformer``."""
-        return self >> transformer
-
-    def size_hint(self):
-        """The number of items one pass gives, when known without iterating; else None."""
-        return None
-
-    def arrays(self):
-        """``(features, targets)``, dicts of arrays whose rows are the samples, when the data set is backed
-        by such arrays (so batches can be sliced from them, graphview/data/slicing.py, when they hold numbers
-        or bools); else None."""
-        return None
 
 
 class ArrayDataSet(DataSet):
@@ -115,36 +84,3 @@ class IterableDataSet(DataSet):
 
     def iterate(self, epoch=0):
         return iter(self._make())
-
-
-class TransformedDataSet(DataSet):
-    """``source >> transformer``: each pass runs the transformer over a fresh pass of the source."""
-
-    def __init__(self, source, transformer):
-        self.source = source
-        self.transformer = transformer
-
-    def iterate(self, epoch=0):
-        root, stages = self.pipeline()
-        sliced = sliced_pipeline(root.arrays(), stages)
-        if sliced is not None:
-            return sliced.iterate(epoch)
-        return iter(self.transformer.apply(self.source.iterate(epoch), epoch))
-
-    def iterate_per_sample(self, epoch=0):
-        """The pass as ``iterate`` gives it, computed sample by sample (the reference for the sliced path)."""
-        if isinstance(self.source, TransformedDataSet):
-            items = self.source.iterate_per_sample(epoch)
-        else:
-            items = self.source.iterate(epoch)
-        return iter(self.transformer.apply(items, epoch))
-
-    def pipeline(self):
-        """``(source, stages)``: the data set at the root of this chain and every transformer after it, in order."""
-        root, stages = self.source, []
-        if isinstance(root, TransformedDataSet):
-            root, stages = root.pipeline()
-        return root, stages + self.transformer.parts()
-
-    def __repr__(self):
-        return f"{self.source!r} >> {self.transformer!r}"

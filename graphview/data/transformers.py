@@ -9,10 +9,8 @@ import numbers
 import numpy as np
 
 from graphview import attributes
+from graphview.data.pipeline import Transformer
 from graphview.data.sample import DataError, MiniBatch, Sample
-
-# What the sliced path calls instead of ``apply`` for each kind of batch_capable (graphview/data/slicing.py).
-BATCH_METHODS = {"reorder": ("order",), "elementwise": ("transform",), "batch": ("row_slices",)}
 
 
 def argument(who, name, value, rule):
@@ -34,95 +32,6 @@ def callable_argument(who, name, value):
     if not callable(value):
         raise DataError(f"{who}: {name} {value!r} is not callable")
     return value
-
-
-def _defined_at(kind, method):
-    """How far up ``kind``'s MRO the class defining ``method`` is (0: ``kind`` itself)."""
-    return next(position for position, owner in enumerate(kind.__mro__) if method in vars(owner))
-
-
-class Transformer:
-    """Base class: override ``apply(iterator, epoch)`` (or ``transform(item)`` for item-wise ones).
-
-    ``batch_capable`` declares what the transformer does to a pipeline whose
-    source is backed by arrays, so that batches can be sliced from the arrays
-    instead of stacked from samples (graphview/data/slicing.py): ``None``, it
-    needs its items one by one; ``"reorder"``, it only reorders them and says
-    how with ``order(count, epoch)``; ``"elementwise"``, ``transform`` of a
-    MiniBatch equals the batch of ``transform`` of each of its samples;
-    ``"batch"``, it groups items into MiniBatches (``Batch`` without padding)
-    and says how with ``row_slices(count)``.
-
-    The declaration holds for the class that makes it: a subclass that
-    overrides ``apply`` without overriding those methods (``order``,
-    ``transform``, ``row_slices``) too runs per sample, so its ``apply`` is
-    what runs (:meth:`sliced_capability`).
-    """
-
-    batch_capable = None
-
-    def sliced_capability(self):
-        """``batch_capable`` when the methods the sliced path calls are defined at least as low in the
-        class hierarchy as ``apply`` (which they replace); else None."""
-        capability = self.batch_capable
-        methods = BATCH_METHODS.get(capability)
-        if methods is None or "apply" in vars(self):
-            return None
-        kind = type(self)
-        applied_at = _defined_at(kind, "apply")
-        if any(_defined_at(kind, method) > applied_at for method in methods):
-            return None
-        return capability
-
-    def apply(self, items, epoch):
-        """An iterator of transformed items; ``epoch`` lets seeded transformers vary per pass."""
-        return (self.transform(item) for item in items)
-
-    def transform(self, item):
-        raise NotImplementedError(f"{type(self).__name__} must define apply() or transform()")
-
-    def parts(self):
-        """The transformers this one runs in order (itself; a chain, its stages)."""
-        return [self]
-
-    def prepare_pass(self, whole):
-        """On the sliced path, before a pass: ``whole()`` is the pass so far as one MiniBatch (for
-        transformers that learn from their first pass, as Normalize does)."""
-
-    def __rshift__(self, other):
-        if not isinstance(other, Transformer):
-            raise DataError(f"a transformer can only be chained (>>) with another transformer, not {type(other).__name__}")
-        return Chained(self, other)
-
-    def __call__(self, data, epoch=0):
-        """On a data set: the transformed data set; on an iterable: the transformed iterator."""
-        from graphview.data.dataset import DataSet
-        if isinstance(data, DataSet):
-            return data >> self
-        return self.apply(iter(data), epoch)
-
-    def __repr__(self):
-        return f"{type(self).__name__}()"
-
-
-class Chained(Transformer):
-    """``first >> second``: the second transformer runs on the first one's output."""
-
-    def __init__(self, *stages):
-        self.stages = []
-        for stage in stages:
-            self.stages.extend(stage.stages if isinstance(stage, Chained) else [stage])
-
-    def parts(self):
-        return list(self.stages)
-
-    def apply(self, items, epoch):
-        for stage in self.stages:
-            items = stage.apply(items, epoch)
-        return items
-
-    def __repr__(self):
-        return " >> ".join(repr(stage) for stage in self.stages)
 
 
 class Shuffle(Transformer):

@@ -25,6 +25,7 @@ import threading
 import numpy as np
 
 from graphview.errors import DTypeError, ExecutionError, PlaceholderError, ShapeError, GraphviewError, did_you_mean
+from graphview.infer import run_shape
 from graphview.registry import get as get_op
 from graphview.scheduling import schedule
 from graphview.shapes import format_shape
@@ -240,14 +241,7 @@ class Executor:
             definition = get_op(node.op)
             attrs = node.attributes
             in_shapes = [shapes[name] for name in node.inputs]
-            try:
-                shape = tuple(definition.shape(*in_shapes, **attrs))
-            except (GraphviewError, ValueError, TypeError, IndexError) as error:
-                described = ", ".join(f"{n} {format_shape(s)}" for n, s in zip(node.inputs, in_shapes))
-                kind = type(error) if isinstance(error, GraphviewError) else ShapeError
-                raise kind(f"{node.op} {node.name!r} ({described}): {error}") from None
-            except Exception as error:   # any other failure of a user's shape rule: an ExecutionError
-                _raise_named(error, node)
+            shape = run_shape(definition, node, in_shapes, attrs, "plan")
             shapes[node.name] = shape
             in_contiguous = [contiguous[name] for name in node.inputs]
             copies = plan.input_copies.get(node.name, ())
@@ -309,7 +303,7 @@ def _runner(node, definition, attrs, shape, dtype, in_shapes, in_contiguous, cop
     if any(None in s for s in in_shapes):
         direct = _checked_runner(node, definition, attrs, shape, dtype)
     else:
-        direct = _static_runner(definition, attrs, shape, dtype, in_shapes, in_contiguous)
+        direct = _static_runner(node, definition, attrs, shape, dtype, in_shapes, in_contiguous)
     if not copies:
         return direct, direct
 
@@ -325,44 +319,23 @@ def _checked_runner(node, definition, attrs, planned, dtype):
     """A step whose input sizes are known only at run time (e.g. after a dynamic CreateView):
     each run re-applies the op's shape rule to the actual input shapes, checks the result
     against the plan before the kernel runs, and never takes the flat fast path."""
-    kernel, rule = definition.kernel, definition.shape
+    kernel = definition.kernel
     if definition.inplace or definition.view:
         def run_checked_view(*inputs):
-            _run_time_shape(node, rule, attrs, planned, inputs, False)
+            run_shape(definition, node, [a.shape for a in inputs], attrs, "run", planned)
             return kernel(*inputs, **attrs)
         return run_checked_view
 
     empty = np.empty
 
     def run_checked(*inputs):
-        out = empty(_run_time_shape(node, rule, attrs, planned, inputs, True), dtype)
+        out = empty(run_shape(definition, node, [a.shape for a in inputs], attrs, "run", planned, True), dtype)
         kernel(*inputs, out, **attrs)
         return out
     return run_checked
 
 
-def _run_time_shape(node, rule, attrs, planned, inputs, allocates):
-    """The op's output shape for ``inputs``; ShapeError naming the op, node and input shapes
-    when the rule rejects them or disagrees with the ``planned`` shape."""
-    shapes = [a.shape for a in inputs]
-    try:
-        shape = tuple(rule(*shapes, **attrs))
-    except (GraphviewError, ValueError, TypeError, IndexError) as caught:
-        error = caught
-    else:
-        if len(shape) == len(planned) and all(p is None or p == s for p, s in zip(planned, shape)):
-            if not allocates or None not in shape:
-                return shape
-            error = ShapeError(f"the output shape {format_shape(shape)} is still unknown")
-        else:
-            error = ShapeError(f"the output would have shape {format_shape(shape)}, but the plan (built from the "
-                               f"placeholder shapes) fixed it at {format_shape(planned)}")
-    described = ", ".join(f"{n} {format_shape(s)}" for n, s in zip(node.inputs, shapes))
-    kind = type(error) if isinstance(error, GraphviewError) else ShapeError
-    raise kind(f"{node.op} {node.name!r} ({described}, sizes known only at run time): {error}") from None
-
-
-def _static_runner(definition, attrs, shape, dtype, in_shapes, in_contiguous):
+def _static_runner(node, definition, attrs, shape, dtype, in_shapes, in_contiguous):
     kernel = definition.kernel
     if definition.inplace or definition.view:
         # An in-place kernel writes its input definition.inplace[0] and returns it; a view
@@ -371,10 +344,8 @@ def _static_runner(definition, attrs, shape, dtype, in_shapes, in_contiguous):
     empty = np.empty
     if None in shape:
         # A size that depends on run-time values: resolve it per run.
-        rule = definition.shape
-
         def run_dynamic(*inputs):
-            out = empty(tuple(rule(*[a.shape for a in inputs], **attrs)), dtype)
+            out = empty(run_shape(definition, node, [a.shape for a in inputs], attrs, "run", shape, True), dtype)
             kernel(*inputs, out, **attrs)
             return out
         return run_dynamic

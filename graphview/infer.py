@@ -4,14 +4,15 @@ The one abstract evaluation building and loading share: the arity and attribute 
 the frozen attributes, the ``accepts`` checks and the promotion target (the casts building
 inserts), and the op's shape and dtype rules with their error wrapping. ``infer`` runs them
 all, in that order, on a recorded node (loading); building runs the same functions, with the
-dims hook of ``graphview.layouts.table`` between the casts and the rules.
+dims hook of ``graphview.layouts.table`` between the casts and the rules. ``run_shape`` is the
+executor's one call of a shape rule, on a built node's concrete input shapes.
 """
 from collections import namedtuple
 
 import numpy as np
 
 from graphview import attributes, dtypes, registry
-from graphview.errors import DTypeError, GraphviewError, ShapeError
+from graphview.errors import DTypeError, ExecutionError, GraphviewError, ShapeError
 from graphview.shapes import format_shape
 
 Inferred = namedtuple("Inferred", "attrs shape dtype casts")
@@ -85,7 +86,7 @@ def output_of(definition, shapes, kinds, frozen):
     DTypeError, with the original as its ``__cause__``; graphview's own errors keep their class.
     The message does not name the op."""
     try:
-        shape = tuple(definition.shape(*shapes, **dict(frozen)))
+        shape = shape_rule(definition, shapes, dict(frozen))
     except Exception as error:  # noqa: BLE001  (KeyboardInterrupt and SystemExit are not Exceptions)
         raise _error_kind(error, ShapeError)(_text(error)) from _cause(error)
     try:
@@ -97,6 +98,48 @@ def output_of(definition, shapes, kinds, frozen):
         if dim is not None and (isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)) or dim < 0):
             raise ShapeError(f"the shape rule gave {shape}")
     return tuple(None if d is None else int(d) for d in shape), dtype
+
+
+def shape_rule(definition, shapes, attrs):
+    """The op's shape rule applied: the one call of it in graphview (building and loading wrap its
+    errors in ``output_of``, the executor in ``run_shape``)."""
+    return tuple(definition.shape(*shapes, **attrs))
+
+
+# What a run-time shape message adds after the input shapes, by when the executor asks.
+_WHEN = {"plan": "", "run": ", sizes known only at run time"}
+
+
+def run_shape(definition, node, shapes, attrs, when, planned=None, allocates=False):
+    """The output shape of the built ``node`` for concrete input ``shapes``: the executor's one call of
+    a shape rule, when it plans (``when="plan"``, the placeholders' shapes) and when a step re-checks
+    at run time the sizes a plan could not know (``when="run"``). A run-time shape must agree with the
+    ``planned`` one where that is known, and be fully known when the step ``allocates`` its output.
+
+    A rule's refusal (a graphview error keeps its class; ValueError, TypeError, IndexError become a
+    ShapeError) names the op, the node and the input shapes; any other exception of a user's rule is
+    an ExecutionError raised from it (a MemoryError passes as it is)."""
+    try:
+        shape = shape_rule(definition, shapes, attrs)
+    except (GraphviewError, ValueError, TypeError, IndexError) as caught:
+        error = caught
+    except MemoryError:
+        raise
+    except Exception as error:  # noqa: BLE001  (a user's rule failing some other way)
+        raise ExecutionError(f"{node.op} {node.name!r}: {type(error).__name__}: {error}") from error
+    else:
+        if planned is None:
+            return shape
+        if len(shape) == len(planned) and all(p is None or p == s for p, s in zip(planned, shape)):
+            if not allocates or None not in shape:
+                return shape
+            error = ShapeError(f"the output shape {format_shape(shape)} is still unknown")
+        else:
+            error = ShapeError(f"the output would have shape {format_shape(shape)}, but the plan (built from the "
+                               f"placeholder shapes) fixed it at {format_shape(planned)}")
+    described = ", ".join(f"{n} {format_shape(s)}" for n, s in zip(node.inputs, shapes))
+    kind = type(error) if isinstance(error, GraphviewError) else ShapeError
+    raise kind(f"{node.op} {node.name!r} ({described}{_WHEN[when]}): {error}") from None
 
 
 def describe(name, inputs, attrs):

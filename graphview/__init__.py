@@ -10,6 +10,8 @@ from graphview.variable import Kind, Variable
 # Importing the subpackage registers the built-in ops; it also binds the name
 # ``graphview.ops`` to the subpackage, so the function is imported after it.
 importlib.import_module("graphview.ops")
+# Every built-in op's gradient rule, registered before any user code runs (ADR 0017).
+importlib.import_module("graphview.gradients")
 from graphview.registry import defop, defvjp, ops  # noqa: E402
 from graphview import attributes as attrs  # noqa: E402  (gv.attrs.Axis(), gv.attrs.Seed(), ... for defop)
 from graphview.testing import Sample  # noqa: E402

@@ -1,7 +1,7 @@
 """Element-wise math: arithmetic, transcendental functions, comparisons, where and cast.
 
-Each op is one declaration: kernel, promotion, gradient rule, samples and NumPy
-reference. Shapes broadcast as in NumPy (graphview.shapes.broadcast_shapes).
+Each op is one declaration: kernel, promotion, samples and NumPy reference; its gradient
+rule is in graphview/gradients/math.py. Shapes broadcast as in NumPy (graphview.shapes.broadcast_shapes).
 """
 import inspect
 
@@ -63,81 +63,37 @@ def with_integers(samples, arity):
     return lambda: samples() + integer_samples(arity)
 
 
-# Gradient helpers are imported lazily: they are built from ops declared below.
-def _reduce_to(grad, like, out):
-    """``grad`` (shaped like ``out``) summed back to ``like``'s shape; no node when ``like`` provably
-    has ``out``'s shape at run time (the run-time copy would cost a pass over the gradient)."""
-    from graphview.ops.shape import reduce_to
-    return grad if keeps_output_shape(like, out) else reduce_to(grad, like)
-
-
-def keeps_output_shape(like, out):
-    """True when input ``like`` of ``out``'s broadcasting op has ``out``'s shape whatever is fed: equal
-    static shapes, and along each unknown size every other input has size 1 or no such axis."""
-    if len(like.shape) != len(out.shape) or any(a != b for a, b in zip(like.shape, out.shape)):
-        return False
-    rank = len(out.shape)
-    partners = [out.graph.node(name).shape for name in out.node.inputs if name != like.name]
-    for axis, size in enumerate(like.shape):
-        if size is None:
-            for shape in partners:
-                offset = axis - (rank - len(shape))
-                if offset >= 0 and shape[offset] != 1:
-                    return False
-    return True
-
-
-add = elementwise("add", kernels.add, reference=np.add,
-                  vjp=lambda g, out, x, y: (_reduce_to(g, x, out), _reduce_to(g, y, out)),
-                  samples=with_integers(binary_samples(), 2), doc="x + y, broadcasting.")
-sub = elementwise("sub", kernels.sub, reference=np.subtract,
-                  vjp=lambda g, out, x, y: (_reduce_to(g, x, out), _reduce_to(neg(g), y, out)),
-                  samples=with_integers(binary_samples(), 2), doc="x - y, broadcasting.")
-mul = elementwise("mul", kernels.mul, reference=np.multiply,
-                  vjp=lambda g, out, x, y: (_reduce_to(mul(g, y), x, out), _reduce_to(mul(g, x), y, out)),
-                  samples=with_integers(binary_samples(), 2), doc="x * y, broadcasting.")
+add = elementwise("add", kernels.add, reference=np.add, samples=with_integers(binary_samples(), 2),
+                  doc="x + y, broadcasting.")
+sub = elementwise("sub", kernels.sub, reference=np.subtract, samples=with_integers(binary_samples(), 2),
+                  doc="x - y, broadcasting.")
+mul = elementwise("mul", kernels.mul, reference=np.multiply, samples=with_integers(binary_samples(), 2),
+                  doc="x * y, broadcasting.")
 div = elementwise("div", kernels.div, reference=np.true_divide, promote="float",
-                  vjp=lambda g, out, x, y: (_reduce_to(div(g, y), x, out), _reduce_to(neg(div(mul(g, out), y)), y, out)),
                   samples=binary_samples(positive=True), doc="x / y (true division; integers give float64).")
 pow = elementwise("pow", kernels.pow, reference=np.power, promote="float",
-                  vjp=lambda g, out, x, y: (
-                      # y * x**(y-1), and 0 where y == 0 (x**0 is constant; PyTorch's convention), even at x == 0.
-                      _reduce_to(mul(g, where(eq(y, 0.0), 0.0, mul(y, pow(x, sub(y, 1.0))))), x, out),
-                      _reduce_to(mul(g, mul(out, log(where(gt(x, 0.0), x, 1.0)))), y, out)),
                   samples=binary_samples(positive=True), doc="x ** y, in floating point.")
 maximum = elementwise("maximum", kernels.maximum, reference=np.maximum,
-                      vjp=lambda g, out, x, y: (_reduce_to(where(ge(x, y), g, 0.0), x, out),
-                                                _reduce_to(where(ge(x, y), 0.0, g), y, out)),
                       samples=with_integers(binary_samples(), 2), doc="Element-wise maximum; NaN propagates.")
 minimum = elementwise("minimum", kernels.minimum, reference=np.minimum,
-                      vjp=lambda g, out, x, y: (_reduce_to(where(le(x, y), g, 0.0), x, out),
-                                                _reduce_to(where(le(x, y), 0.0, g), y, out)),
                       samples=with_integers(binary_samples(), 2), doc="Element-wise minimum; NaN propagates.")
 
-neg = elementwise("neg", kernels.neg, reference=np.negative, vjp=lambda g, out, x: (neg(g),),
-                  samples=with_integers(unary_samples(), 1), doc="-x.")
-abs = elementwise("abs", kernels.abs, reference=np.abs, vjp=lambda g, out, x: (mul(g, sign(x)),),
-                  samples=with_integers(unary_samples(), 1), doc="|x|.")
-square = elementwise("square", kernels.square, reference=np.square, vjp=lambda g, out, x: (mul(g, mul(x, 2.0)),),
-                     samples=with_integers(unary_samples(), 1), doc="x * x.")
-sign = elementwise("sign", kernels.sign, reference=np.sign, vjp=lambda g, out, x: (None,),
-                   samples=with_integers(unary_samples(), 1), doc="-1, 0 or 1 by the sign of x; its gradient is zero.")
+neg = elementwise("neg", kernels.neg, reference=np.negative, samples=with_integers(unary_samples(), 1), doc="-x.")
+abs = elementwise("abs", kernels.abs, reference=np.abs, samples=with_integers(unary_samples(), 1), doc="|x|.")
+square = elementwise("square", kernels.square, reference=np.square, samples=with_integers(unary_samples(), 1),
+                     doc="x * x.")
+sign = elementwise("sign", kernels.sign, reference=np.sign, samples=with_integers(unary_samples(), 1),
+                   doc="-1, 0 or 1 by the sign of x; its gradient is zero.")
 reciprocal = elementwise("reciprocal", kernels.reciprocal, reference=np.reciprocal, promote="float",
-                         vjp=lambda g, out, x: (neg(mul(g, square(out))),),
                          samples=unary_samples(positive=True), doc="1 / x, in floating point.")
-exp = elementwise("exp", kernels.exp, reference=np.exp, promote="float", vjp=lambda g, out, x: (mul(g, out),),
-                  samples=unary_samples(), doc="e ** x.")
-log = elementwise("log", kernels.log, reference=np.log, promote="float", vjp=lambda g, out, x: (div(g, x),),
-                  samples=unary_samples(positive=True), doc="Natural logarithm.")
-sqrt = elementwise("sqrt", kernels.sqrt, reference=np.sqrt, promote="float",
-                   vjp=lambda g, out, x: (div(g, mul(out, 2.0)),),
-                   samples=unary_samples(positive=True), doc="Square root.")
-sin = elementwise("sin", kernels.sin, reference=np.sin, promote="float", vjp=lambda g, out, x: (mul(g, cos(x)),),
-                  samples=unary_samples(), doc="Sine.")
-cos = elementwise("cos", kernels.cos, reference=np.cos, promote="float",
-                  vjp=lambda g, out, x: (neg(mul(g, sin(x))),), samples=unary_samples(), doc="Cosine.")
+exp = elementwise("exp", kernels.exp, reference=np.exp, promote="float", samples=unary_samples(), doc="e ** x.")
+log = elementwise("log", kernels.log, reference=np.log, promote="float", samples=unary_samples(positive=True),
+                  doc="Natural logarithm.")
+sqrt = elementwise("sqrt", kernels.sqrt, reference=np.sqrt, promote="float", samples=unary_samples(positive=True),
+                   doc="Square root.")
+sin = elementwise("sin", kernels.sin, reference=np.sin, promote="float", samples=unary_samples(), doc="Sine.")
+cos = elementwise("cos", kernels.cos, reference=np.cos, promote="float", samples=unary_samples(), doc="Cosine.")
 tanh = elementwise("tanh", kernels.tanh, reference=np.tanh, promote="float", namespace=("math", "nn"),
-                   vjp=lambda g, out, x: (mul(g, sub(1.0, square(out))),),
                    samples=unary_samples(), doc="Hyperbolic tangent.")
 
 
@@ -175,8 +131,6 @@ def _where_dtype(condition, x, y):
 
 where = defop("where", shape=_broadcast_ternary, kernel=kernels.where, dtype=_where_dtype,
               promote="same", promote_inputs=(1, 2), accepts=dtypes.ALL,
-              vjp=lambda g, out, c, x, y: (None, _reduce_to(where(c, g, 0.0), x, out),
-                                           _reduce_to(where(c, 0.0, g), y, out)),
               samples=_where_samples, reference=np.where, family="elementwise", namespace="math",
               doc="x where condition is true, else y, broadcasting.")
 
@@ -195,12 +149,8 @@ def _cast_samples():
     return samples
 
 
-def _cast_vjp(g, out, x, dtype):
-    return (cast(g, x.dtype) if dtypes.is_float(x.dtype) and dtypes.is_float(out.dtype) else None,)
-
-
 _cast = defop("cast", shape=lambda x, dtype: x, dtype=lambda x, dtype: dtypes.as_dtype(dtype, "cast"),
-              kernel=_cast_kernel, vjp=_cast_vjp, accepts=dtypes.ALL, samples=_cast_samples,
+              kernel=_cast_kernel, accepts=dtypes.ALL, samples=_cast_samples,
               reference=lambda x, dtype: x.astype(dtype), family="elementwise", attrs={"dtype": attributes.DType()},
               doc="x converted to dtype (floats to integers truncate toward zero).")
 

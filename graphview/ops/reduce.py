@@ -11,7 +11,7 @@ import numpy as np
 
 from graphview import attributes, dtypes
 from graphview.errors import ShapeError
-from graphview.layouts import table
+from graphview.ops.shape import broadcast_like, expand_dims
 from graphview.registry import defop, public
 from graphview.shapes import normalize_axes
 from graphview.testing import Sample, transposed
@@ -53,7 +53,7 @@ def _accumulator_zero(dtype, mean=False):
     return np.float64(0) if mean or dtypes.is_float(dtype) else np.int64(0)
 
 
-def _sum_kernel(x, out, axis=None, keepdims=False, mean=False):
+def sum_kernel(x, out, axis=None, keepdims=False, mean=False):
     axes = normalize_axes(axis, x.ndim)
     x3 = three_axis_view(x, axes)
     n = x3.shape[1]
@@ -99,43 +99,16 @@ def _reduction_samples(dtypes_=(np.float64, np.float32), low=-2.0, high=2.0, emp
     return samples
 
 
-def _expand_back(g, x, axis, keepdims):
-    """g of the reduced shape, broadcast back to x's shape."""
-    from graphview.ops.shape import broadcast_like, expand_dims
+def expand_back(g, x, axis, keepdims):
+    """g, of the shape reducing x over axis gives, broadcast back to x's shape."""
     axes = normalize_axes(axis, x.rank)
     if not keepdims and axes:
         g = expand_dims(g, axes)
     return broadcast_like(g, x)
 
 
-def _sum_vjp(g, out, x, axis=None, keepdims=False):
-    return (_expand_back(g, x, axis, keepdims),)
-
-
-def _mean_vjp(g, out, x, axis=None, keepdims=False):
-    from graphview.ops.math import div
-    from graphview.ops.shape import numel
-    return (div(_expand_back(g, x, axis, keepdims), numel(x, axis=axis)),)
-
-
-def _extreme_vjp(g, out, x, axis=None, keepdims=False):
-    from graphview.ops.math import cast, div, eq, mul
-    mask = cast(eq(x, _expand_back(out, x, axis, keepdims)), x.dtype)
-    ties = _expand_back(_sum(mask, axis=axis, keepdims=keepdims), x, axis, keepdims)
-    return (div(mul(mask, _expand_back(g, x, axis, keepdims)), ties),)
-
-
-def _prod_vjp(g, out, x, axis=None, keepdims=False):
-    # d out / d x_i is the product of the other elements. out / x_i gives it only
-    # where x_i != 0; at a zero it is the product of the non-zero others when that
-    # zero is the only one along the reduced axes, and 0 otherwise.
-    from graphview.ops.math import cast, div, eq, mul, where
-    zero = eq(x, 0.0)
-    nonzero = where(zero, 1.0, x)
-    zeros = _sum(cast(zero, x.dtype), axis=axis, keepdims=True)
-    others = mul(_prod(nonzero, axis=axis, keepdims=True), cast(eq(zeros, 1.0), x.dtype))
-    partial = where(zero, _expand_back(others, x, axis, True), div(_expand_back(out, x, axis, keepdims), nonzero))
-    return (mul(_expand_back(g, x, axis, keepdims), partial),)
+# ops/masked.py still imports this name; the lead switches it (ADR 0017).
+_expand_back = expand_back
 
 
 def _prod_samples():
@@ -154,52 +127,41 @@ def _prod_samples():
     return samples
 
 
-def _logsumexp_vjp(g, out, x, axis=None, keepdims=False):
-    # The gradient is softmax(x). exp(x - out) alone is off when the entries are large: out is
-    # rounded to the precision of its magnitude (at 1e16, to 2). Shifted by out, the entries near
-    # the max are exact, and their own logsumexp (about 0, computed exactly) removes out's rounding.
-    from graphview.ops.math import exp, mul, sub
-    shifted = sub(x, _expand_back(out, x, axis, keepdims))
-    with table.unmasked():   # the plain op reduces over padding too; so does its gradient
-        weights = exp(sub(shifted, _logsumexp(shifted, axis=axis, keepdims=True)))
-    return (mul(_expand_back(g, x, axis, keepdims), weights),)
-
-
 # What every reduction takes: axis (None, an int or a tuple of them) and keepdims.
 REDUCTION_ATTRIBUTES = {"axis": attributes.Axis(many=True, none=True), "keepdims": attributes.Bool()}
 ARG_ATTRIBUTES = {"axis": attributes.Axis(none=True), "keepdims": attributes.Bool()}
 
 
-def _declare(name, kernel, reference, dtype, vjp, doc, accepts=dtypes.NUMERIC, promote=None, nonempty=False,
+def _declare(name, kernel, reference, dtype, doc, accepts=dtypes.NUMERIC, promote=None, nonempty=False,
              samples=None):
     return defop(name, shape=lambda x, axis=None, keepdims=False: reduced_shape(x, axis, keepdims, nonempty),
-                 kernel=kernel, dtype=dtype, vjp=vjp, accepts=accepts, promote=promote,
-                 differentiable=vjp is not None, samples=samples or _reduction_samples(empty=not nonempty),
+                 kernel=kernel, dtype=dtype, accepts=accepts, promote=promote,
+                 samples=samples or _reduction_samples(empty=not nonempty),
                  reference=reference, family="reduce", doc=doc, attrs=REDUCTION_ATTRIBUTES)
 
 
-_sum = _declare("sum", _sum_kernel, lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims),
-                _sum_dtype, _sum_vjp, "Sum over axis (pairwise; float32 accumulates in float64).",
+_sum = _declare("sum", sum_kernel, lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims),
+                _sum_dtype, "Sum over axis (pairwise; float32 accumulates in float64).",
                 accepts=dtypes.ALL)
-_mean = _declare("mean", lambda x, out, axis=None, keepdims=False: _sum_kernel(x, out, axis, keepdims, mean=True),
+_mean = _declare("mean", lambda x, out, axis=None, keepdims=False: sum_kernel(x, out, axis, keepdims, mean=True),
                  lambda x, axis=None, keepdims=False: np.mean(x, axis=axis, keepdims=keepdims)
                  if x.size else np.full(reduced_shape(x.shape, axis, keepdims), np.nan, dtypes.float_result(x.dtype)),
-                 _mean_dtype, _mean_vjp, "Arithmetic mean over axis.")
+                 _mean_dtype, "Arithmetic mean over axis.")
 _max = _declare("max", _rows_kernel(kernels.max_rows, 1), lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
-                None, _extreme_vjp, "Maximum over axis; NaN propagates.", nonempty=True)
+                None, "Maximum over axis; NaN propagates.", nonempty=True)
 _min = _declare("min", _rows_kernel(kernels.max_rows, -1), lambda x, axis=None, keepdims=False: np.min(x, axis=axis, keepdims=keepdims),
-                None, _extreme_vjp, "Minimum over axis; NaN propagates.", nonempty=True)
+                None, "Minimum over axis; NaN propagates.", nonempty=True)
 def _prod_kernel(x, out, axis=None, keepdims=False):
     _rows_kernel(kernels.prod_rows, _accumulator_zero(x.dtype) + 1)(x, out, axis, keepdims)
 
 
 _prod = _declare("prod", _prod_kernel,
                  lambda x, axis=None, keepdims=False: np.prod(x, axis=axis, keepdims=keepdims),
-                 _sum_dtype, _prod_vjp, "Product over axis.",
+                 _sum_dtype, "Product over axis.",
                  samples=_prod_samples)
 _logsumexp = _declare("logsumexp", _rows_kernel(kernels.logsumexp_rows),
                       lambda x, axis=None, keepdims=False: _numpy_logsumexp(x, axis, keepdims),
-                      None, _logsumexp_vjp, "log(sum(exp(x))) over axis, computed without overflow.",
+                      None, "log(sum(exp(x))) over axis, computed without overflow.",
                       promote="float")
 
 

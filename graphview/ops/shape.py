@@ -346,14 +346,14 @@ def _reduce_to_shape(x, like):
 
 
 def _reduce_to_kernel(x, like, out):
-    from graphview.ops.reduce import _sum_kernel
+    # ops/reduce imports this module (its gradient helper expand_back broadcasts with broadcast_like).
+    from graphview.ops.reduce import sum_kernel
     # With a None (batch) dim the node exists even when the run-time shapes are equal;
     # summing over no axes walked every element as its own row (~0.9 ms for 256x128), a copy is enough.
     if x.shape == out.shape:
-        from graphview_kernels.elementwise import copy
-        copy(x, out)
+        copy_kernel(x, out)
         return
-    _sum_kernel(x, out.reshape((1,) * (x.ndim - out.ndim) + out.shape), axis=_broadcast_axes(x.shape, like.shape),
+    sum_kernel(x, out.reshape((1,) * (x.ndim - out.ndim) + out.shape), axis=_broadcast_axes(x.shape, like.shape),
                 keepdims=True)
 
 

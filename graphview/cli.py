@@ -6,10 +6,21 @@ violation, 2 for usage or input errors, which are one line on stderr (the
 traceback only with ``--debug``). See adr/0011-cli-design.md.
 """
 import argparse
+import inspect
 import math
 import os
 import sys
 import time
+import traceback
+
+from graphview import __version__, cli_report, opsuite, registry
+from graphview.adr.cli import register as add_adr_command
+from graphview.cli_progress import activity, shown
+from graphview.dot import to_dot
+from graphview.errors import GraphviewError, InplaceModificationError, did_you_mean
+from graphview.gradcheck import check_gradients
+from graphview.targets import TargetError, import_module, load_target, read_inputs
+from graphview.variable import Kind
 
 PASSED, FAILED, USAGE = 0, 1, 2
 PROGRESS_DELAY = 1.0  # seconds before a progress bar appears on a terminal
@@ -62,7 +73,6 @@ def _names(text):
 
 
 def build_parser():
-    from graphview import __version__
     parser = _Parser(prog="graphview", description="Gradient checks, graph files and op listings for graphview.")
     parser.add_argument("--version", action="version", version=f"graphview {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
@@ -128,8 +138,7 @@ def build_parser():
     dot.add_argument("target", metavar="TARGET")
     dot.set_defaults(func=_dot)
 
-    from graphview.adr.cli import register
-    adr = register(commands)
+    adr = add_adr_command(commands)
     adr.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
@@ -158,7 +167,6 @@ def main(argv=None):
         return 141
     except Exception as error:  # noqa: BLE001 - every failure becomes one line and exit status 2
         if debug:
-            import traceback
             traceback.print_exc()
         print(_one_line(error), file=sys.stderr)
         return USAGE
@@ -168,7 +176,6 @@ def main(argv=None):
 
 def _import_modules(args):
     """Import each ``--import MODULE`` (so that the ops it declares with gv.defop are registered)."""
-    from graphview.targets import TargetError, import_module
     for module in getattr(args, "imports", ()):
         with _progress(args, f"importing {module}"):
             try:
@@ -178,8 +185,6 @@ def _import_modules(args):
 
 
 def _one_line(error):
-    from graphview.errors import GraphviewError
-    from graphview.targets import TargetError
     text = " ".join(str(error).split())
     if isinstance(error, (UsageError, TargetError)):
         message = text if text.startswith("graphview") else f"graphview: error: {text}"
@@ -195,7 +200,6 @@ def _one_line(error):
 # --- summary, ops, dot -------------------------------------------------------------
 
 def _load(args, **options):
-    from graphview.targets import load_target
     with _progress(args, f"loading {args.target}"):
         return load_target(args.target, **options)
 
@@ -211,15 +215,12 @@ def _summary(args):
 
 
 def _dot(args):
-    from graphview.dot import to_dot
     graph, _ = _load(args)
     sys.stdout.write(to_dot(graph))
     return PASSED
 
 
 def _ops(args):
-    from graphview import registry
-    from graphview.cli_report import table
     rows = []
     for definition in registry.definitions():
         samples = list(definition.samples()) if definition.samples else []
@@ -234,7 +235,7 @@ def _ops(args):
         differentiable = {True: "yes", False: "no", None: "undeclared"}[definition.differentiable]
         rows.append((definition.name, definition.family, differentiable, inplace,
                      "yes" if definition.view else "no", len(samples), coverage))
-    print(table(("op", "family", "differentiable", "in-place", "view", "samples", "gradcheck"), rows))
+    print(cli_report.table(("op", "family", "differentiable", "in-place", "view", "samples", "gradcheck"), rows))
     print(f"{len(rows)} ops; `graphview gradcheck` runs the gradient checks "
           "(`--ops NAME,...` for some of them)")
     return PASSED
@@ -258,8 +259,6 @@ def check_options(args):
 def effective_options(options):
     """``options`` with the engine's defaults for the rest, read from ``check_gradients``'s signature:
     what the JSON report records, so a report says which eps and tolerances judged it."""
-    import inspect
-    from graphview.gradcheck import check_gradients
     parameters = inspect.signature(check_gradients).parameters
     effective = {name: parameters[name].default for name in OPTION_NAMES + FLAGS + ("validate_inplace",)}
     effective.update(options)
@@ -267,7 +266,6 @@ def effective_options(options):
 
 
 def _gradcheck(args):
-    from graphview.cli_report import write_json
     options = check_options(args)
     if args.target is None:
         for flag, value in (("--wrt", args.wrt), ("--skip", args.skip), ("--inputs", args.inputs)):
@@ -280,7 +278,7 @@ def _gradcheck(args):
             raise UsageError("graphview gradcheck: error: --ops is for the built-in op suite, not a TARGET")
         document, junit, passed = _check_target(args, options)
     if args.json:
-        write_json(args.json, document)
+        cli_report.write_json(args.json, document)
     if args.junit:
         with open(args.junit, "w", encoding="utf-8") as stream:
             stream.write(junit)
@@ -288,15 +286,11 @@ def _gradcheck(args):
 
 
 def _progress(args, description, **settings):
-    from graphview.cli_progress import activity, shown
     mode = shown(args)
     return activity(mode, description, delay=STATUS_LINES_DELAY if mode == "lines" else PROGRESS_DELAY, **settings)
 
 
 def _check_target(args, options):
-    from graphview import cli_report
-    from graphview.errors import InplaceModificationError
-    from graphview.gradcheck import check_gradients
     with _progress(args, f"gradcheck {args.target}", total=0, unit="element") as bar:
         bar.doing("building the graph")
         graph, placeholders = _load_for_check(args)
@@ -327,9 +321,6 @@ def _check_target(args, options):
 
 
 def _load_for_check(args):
-    from graphview.errors import did_you_mean
-    from graphview.targets import TargetError, load_target, read_inputs
-    from graphview.variable import Kind
     graph, placeholders = load_target(args.target, need_loss=True)
     names = [node.name for node in graph.nodes()]
     for flag, given in (("--wrt", args.wrt), ("--skip", args.skip)):
@@ -350,7 +341,6 @@ def _load_for_check(args):
 
 
 def _check_suite(args, options):
-    from graphview import cli_report, opsuite
     try:
         definitions = opsuite.selected_ops(args.ops)
     except Exception as error:

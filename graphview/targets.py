@@ -17,6 +17,8 @@ import zipfile
 import numpy as np
 
 from graphview.errors import GraphFileError, GraphviewError, did_you_mean
+from graphview.graph import Graph
+from graphview.serialization import read
 
 MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 GRAPH_FILE_SUFFIXES = (".gvz",)  # what g.save names are expected to end in (see the README's Graph files)
@@ -36,8 +38,6 @@ def is_function_target(target):
 
 def load_target(target, *, need_loss=False):
     """``(graph, placeholders)`` for TARGET; raises TargetError when it is unusable."""
-    from graphview.graph import Graph
-    from graphview.serialization import read
     _refuse_a_file_with_a_function(target)
     if is_function_target(target):
         graph, placeholders = _call(target)
@@ -76,7 +76,6 @@ def _refuse_a_file_with_a_function(target):
 
 
 def _call(target):
-    from graphview.graph import Graph
     module_name, _, function_name = target.rpartition(":")
     module = _import(module_name, target)
     function = getattr(module, function_name, None)

@@ -164,8 +164,7 @@ class Variable(GraphHandle):
         return _math("ge")(self, other)
 
     def __getitem__(self, index):
-        from graphview.ops.view import getitem
-        return getitem(self, index)
+        return _registered("getitem", ("variable",))(self, index)
 
     @property
     def T(self):
@@ -173,7 +172,14 @@ class Variable(GraphHandle):
 
 
 def _math(name):
-    for space in ("math", "linalg"):
+    return _registered(name, ("math", "linalg"))
+
+
+def _registered(name, spaces):
+    """The function ops/ registered as ``name`` in the first of ``spaces`` holding it (registry.public):
+    Variable's operators find their functions by name, since the ops import this module, not it them
+    (``x[key]`` is ops/view's ``getitem``, in the internal namespace "variable", no ``g.`` attribute)."""
+    for space in spaces:
         if name in NAMESPACES.get(space, {}):
             return NAMESPACES[space][name]
     raise GraphviewError(f"op {name!r} is not available")

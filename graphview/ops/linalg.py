@@ -9,7 +9,7 @@ from graphview.registry import defop, public
 from graphview.shapes import broadcast_shapes, format_shape
 from graphview.testing import Sample, transposed
 from graphview_kernels import linalg as kernels
-from graphview.ops.shape import _permute, contiguous, reduce_to
+from graphview.ops.shape import contiguous, permute_op, reduce_to
 
 
 def _matmul_shape(a, b):
@@ -59,7 +59,7 @@ def _batched(x, batch):
 
 def _swap_last(x):
     perm = tuple(range(x.rank - 2)) + (x.rank - 1, x.rank - 2)
-    return _permute(x, perm=perm)
+    return permute_op(x, perm=perm)
 
 
 def _matmul_vjp(g, out, a, b):
@@ -137,8 +137,8 @@ _transpose = defop("transpose", shape=lambda x, perm=None: tuple(x[p] for p in (
 def transpose(x, perm=None, *, name=None):
     """x with its axes reversed, or reordered by ``perm`` (a view)."""
     if perm is not None:
-        from graphview.ops.shape import _permutation, axes_of_dims
+        from graphview.ops.shape import axes_of_dims, normalize_permutation
         from graphview.registry import graph_of
         graph_of((x,), "transpose")
-        perm = _permutation(x.rank, axes_of_dims(x, perm, "transpose"))
+        perm = normalize_permutation(x.rank, axes_of_dims(x, perm, "transpose"))
     return _transpose(x, name=name, perm=perm)

@@ -3,8 +3,9 @@
 Reshape (of contiguous data), permute, squeeze, expand_dims and broadcast_to
 are views: their "kernel" returns a NumPy view and computes nothing. Concat
 and stack copy with the element-wise copy kernel. The last part of the file
-holds the helpers gradient rules are written with (reduce_to, broadcast_like,
-reshape_like, numel, concat_part, select_index).
+holds the ops gradient rules are written with (reduce_to, broadcast_like,
+reshape_like, numel, concat_part, select_index); the rules are in
+graphview/gradients/shape.py.
 """
 import math
 
@@ -19,11 +20,10 @@ from graphview.testing import Sample, strided, transposed
 from graphview_kernels.elementwise import copy as copy_kernel
 
 
-def _view_op(name, shape, kernel, vjp, samples, reference, doc, namespace=None, differentiable=None, attrs=None):
-    return defop(name, shape=shape, kernel=kernel, vjp=vjp, view=True, accepts=dtypes.ALL, samples=samples,
+def _view_op(name, shape, kernel, samples, reference, doc, namespace=None, differentiable=None, attrs=None):
+    return defop(name, shape=shape, kernel=kernel, view=True, accepts=dtypes.ALL, samples=samples,
                  reference=reference, family="shape", namespace=namespace, doc=doc, differentiable=differentiable,
                  attrs=attrs)
-
 
 
 def int_entries(values, op, what):
@@ -81,8 +81,7 @@ def _reshape_samples():
             Sample((x.astype(np.int64),), {"shape": (6, 2)}, label="int64")]
 
 
-_reshape = _view_op("reshape", _reshape_shape, _reshape_kernel,
-                    lambda g, out, x, shape: (reshape_like(g, x),), _reshape_samples,
+_reshape = _view_op("reshape", _reshape_shape, _reshape_kernel, _reshape_samples,
                     lambda x, shape: np.reshape(x, shape), "x with a new shape; one dim may be -1.",
                     attrs={"shape": attributes.Shape(minus_one=True)})
 
@@ -95,7 +94,8 @@ def reshape(x, shape, *, name=None):
 
 # --- permute / transpose ---------------------------------------------------------
 
-def _permutation(rank, perm):
+def normalize_permutation(rank, perm):
+    """``perm`` as a tuple of non-negative axes of a rank-``rank`` array (reversed when None)."""
     if perm is None:
         return tuple(reversed(range(rank)))
     perm = int_entries(perm, "permute", "perm")
@@ -105,12 +105,7 @@ def _permutation(rank, perm):
 
 
 def _permute_shape(x, perm=None):
-    return tuple(x[p] for p in _permutation(len(x), perm))
-
-
-def _permute_vjp(g, out, x, perm=None):
-    order = _permutation(x.rank, perm)
-    return (_permute(g, perm=tuple(int(i) for i in np.argsort(order))),)
+    return tuple(x[p] for p in normalize_permutation(len(x), perm))
 
 
 def _permute_samples():
@@ -121,9 +116,9 @@ def _permute_samples():
             Sample((x,), {"perm": None}, label="reverse")]
 
 
-_permute = _view_op("permute", _permute_shape, lambda x, perm=None: x.transpose(_permutation(x.ndim, perm)),
-                    _permute_vjp, _permute_samples, lambda x, perm=None: np.transpose(x, perm),
-                    "x with its axes reordered by perm (a view).", attrs={"perm": attributes.Perm()})
+permute_op = _view_op("permute", _permute_shape, lambda x, perm=None: x.transpose(normalize_permutation(x.ndim, perm)),
+                      _permute_samples, lambda x, perm=None: np.transpose(x, perm),
+                      "x with its axes reordered by perm (a view).", attrs={"perm": attributes.Perm()})
 
 
 @public("shape")
@@ -131,7 +126,7 @@ def permute(x, *perm, name=None):
     """x with its axes reordered: permute(x, 2, 0, 1) or permute(x, (2, 0, 1)) (a view)."""
     if len(perm) == 1 and isinstance(perm[0], (tuple, list)):
         perm = perm[0]
-    return _permute(x, name=name, perm=int_entries(axes_of_dims(x, perm, "permute"), "permute", "perm"))
+    return permute_op(x, name=name, perm=int_entries(axes_of_dims(x, perm, "permute"), "permute", "perm"))
 
 
 def axes_of_dims(x, axes, op):
@@ -158,8 +153,7 @@ def _squeeze_samples():
             Sample((x.astype(np.float32),), {"axis": (0, 2)}, label="float32"), Sample((np.zeros((0, 1)),), {"axis": 1}, label="empty")]
 
 
-_squeeze = _view_op("squeeze", _squeeze_shape, _squeeze_kernel, lambda g, out, x, axis=None: (reshape_like(g, x),),
-                    _squeeze_samples, lambda x, axis=None: np.squeeze(x, axis), "x without size-1 axes (a view).",
+_squeeze = _view_op("squeeze", _squeeze_shape, _squeeze_kernel, _squeeze_samples, lambda x, axis=None: np.squeeze(x, axis), "x without size-1 axes (a view).",
                     attrs={"axis": attributes.Axis(many=True, none=True)})
 
 
@@ -183,7 +177,7 @@ def _expand_samples():
 
 _expand_dims = _view_op("expand_dims", _expand_shape,
                         lambda x, axis: np.expand_dims(x, expand_axes(x.ndim, axis)),
-                        lambda g, out, x, axis: (reshape_like(g, x),), _expand_samples,
+                        _expand_samples,
                         lambda x, axis: np.expand_dims(x, axis), "x with new size-1 axes at axis (a view).",
                         attrs={"axis": attributes.Axis(many=True, new=True)})
 
@@ -218,7 +212,7 @@ def _broadcast_samples():
 
 
 _broadcast_to = _view_op("broadcast_to", _broadcast_to_shape, lambda x, shape: np.broadcast_to(x, shape),
-                         lambda g, out, x, shape: (reduce_to(g, x),), _broadcast_samples,
+                         _broadcast_samples,
                          lambda x, shape: np.broadcast_to(x, shape), "x broadcast to shape (a view, stride 0).",
                          attrs={"shape": attributes.Shape()})
 
@@ -258,10 +252,6 @@ def _concat_kernel(*arrays, axis=0):
         offset += array.shape[axis]
 
 
-def _concat_vjp(g, out, *inputs, axis=0):
-    return tuple(concat_part(g, *inputs, axis=axis, index=i) for i in range(len(inputs)))
-
-
 def _concat_samples():
     r = np.random.default_rng(6)
     a, b = r.random((2, 3)), r.random((4, 3))
@@ -271,7 +261,7 @@ def _concat_samples():
             Sample((a.astype(np.int64), b.astype(np.int64)), {"axis": 0}, label="int64")]
 
 
-_concat = defop("concat", shape=_concat_shape, kernel=_concat_kernel, vjp=_concat_vjp, promote="same",
+_concat = defop("concat", shape=_concat_shape, kernel=_concat_kernel, promote="same",
                 accepts=dtypes.ALL, samples=_concat_samples,
                 reference=lambda *xs, axis=0: np.concatenate(xs, axis=axis), family="shape",
                 attrs={"axis": attributes.Axis()},
@@ -318,7 +308,6 @@ def _stack_samples():
 
 
 _stack = defop("stack", shape=_stack_shape, kernel=_stack_kernel, promote="same", accepts=dtypes.ALL,
-               vjp=lambda g, out, *inputs, axis=0: tuple(select_index(g, axis=axis, index=i) for i in range(len(inputs))),
                samples=_stack_samples, reference=lambda *xs, axis=0: np.stack(xs, axis=axis), family="shape",
                attrs={"axis": attributes.Axis(new=True)},
                doc="Inputs joined along a new axis.")
@@ -330,7 +319,7 @@ def stack(inputs, axis=0, *, name=None):
     return _stack(*inputs, name=name, axis=axis)
 
 
-# --- gradient helpers ------------------------------------------------------------------
+# --- the ops gradient rules are written with (graphview/gradients/shape.py) -------------
 
 def _broadcast_axes(big, small):
     """The axes of ``big`` summed to get back to ``small`` after broadcasting."""
@@ -366,7 +355,7 @@ def _reduce_to_samples():
 
 
 _reduce_to = defop("reduce_to", shape=_reduce_to_shape, kernel=_reduce_to_kernel, accepts=dtypes.ALL,
-                   vjp=lambda g, out, x, like: (broadcast_like(g, x), None), samples=_reduce_to_samples,
+                   samples=_reduce_to_samples,
                    reference=lambda x, like: np.sum(x, axis=_broadcast_axes(x.shape, like.shape), keepdims=True).reshape(like.shape),
                    family="shape", doc="x summed over the axes along which like was broadcast (un-broadcasting).")
 
@@ -382,22 +371,22 @@ def _broadcast_like_kernel(x, like):
     return np.broadcast_to(x, like.shape)
 
 
-_broadcast_like = _view_op(
+broadcast_like_op = _view_op(
     "broadcast_like", lambda x, like: _broadcast_to_shape(x, like) if None not in like else broadcast_shapes(x, like),
-    _broadcast_like_kernel, lambda g, out, x, like: (reduce_to(g, x), None),
+    _broadcast_like_kernel,
     lambda: [Sample((np.random.default_rng(9).random((3, 1)), np.zeros((3, 4))), label="column", constant_inputs=(1,))],
     lambda x, like: np.broadcast_to(x, like.shape), "x broadcast to like's shape (a view).")
 
 
 def broadcast_like(x, like):
+    """x broadcast to ``like``'s shape: x itself when it has that shape statically, else the broadcast_like op."""
     if x.shape == like.shape and None not in x.shape:
         return x
-    return _broadcast_like(x, like)
+    return broadcast_like_op(x, like)
 
 
 reshape_like = _view_op(
     "reshape_like", lambda x, like: like, lambda x, like: _reshape_kernel(x, like.shape),
-    lambda g, out, x, like: (reshape_like(g, x), None),
     lambda: [Sample((np.random.default_rng(10).random((3, 4)), np.zeros((4, 3))), label="2-D", constant_inputs=(1,)),
              Sample((strided(np.random.default_rng(10).random((3, 4))), np.zeros((12,))), label="strided", constant_inputs=(1,))],
     lambda x, like: np.reshape(x, like.shape), "x reshaped to like's shape.")
@@ -423,21 +412,9 @@ def _part_slices(shapes, axis, index):
     return tuple(part)
 
 
-def _zeros_like(x, dtype):
-    """Zeros of x's shape (known or not) in ``dtype``: a broadcast view of one scalar."""
-    return _broadcast_like(x.graph.constant_like(0.0, dtype), x)
-
-
-def _concat_part_vjp(grad, out, g, *inputs, axis=0, index=0):
-    # concat_part is linear in g: its transpose puts grad back in place, zeros elsewhere.
-    parts = [grad if i == index else _zeros_like(x, grad.dtype) for i, x in enumerate(inputs)]
-    return (_concat(*parts, axis=axis),) + (None,) * len(inputs)
-
-
 concat_part = _view_op(
     "concat_part", lambda g, *inputs, axis=0, index=0: inputs[index],
     lambda g, *inputs, axis=0, index=0: g[_part_slices([x.shape for x in inputs], axis, index)],
-    _concat_part_vjp,
     lambda: [Sample((np.arange(12.0).reshape(6, 2), np.zeros((2, 2)), np.zeros((4, 2))), {"axis": 0, "index": 1},
                     constant_inputs=(1, 2)),
              Sample((np.arange(12.0).reshape(2, 6), np.zeros((2, 3)), np.zeros((2, 3))), {"axis": -1, "index": 0},
@@ -453,16 +430,9 @@ def _select_slices(rank, axis, index):
     return tuple(part) + (Ellipsis,)  # a 0-d view, not a NumPy scalar, when rank is 1
 
 
-def _select_index_vjp(grad, out, g, axis=0, index=0):
-    # select_index is linear in g: its transpose stacks grad at ``index`` among zeros.
-    count = g.shape[normalize_axis(axis, len(g.shape))]
-    parts = [grad if i == index else _zeros_like(grad, grad.dtype) for i in range(count)]
-    return (_stack(*parts, axis=axis),)
-
-
 select_index = _view_op(
     "select_index", lambda g, axis=0, index=0: g[:normalize_axis(axis, len(g))] + g[normalize_axis(axis, len(g)) + 1:],
-    lambda g, axis=0, index=0: g[_select_slices(g.ndim, axis, index)], _select_index_vjp,
+    lambda g, axis=0, index=0: g[_select_slices(g.ndim, axis, index)],
     lambda: [Sample((np.arange(12.0).reshape(3, 4),), {"axis": 1, "index": 2}),
              Sample((np.arange(3.0),), {"axis": 0, "index": 1}, label="rank 1 to rank 0")],
     lambda g, axis=0, index=0: g[_select_slices(g.ndim, axis, index)],

@@ -137,11 +137,11 @@ def _samples(dtype_list):
 
 def _view_of(x, chain, dynamic):
     """x seen through the chain of create_views (the same region the op wrote)."""
-    from graphview.ops.view import _create_view
+    from graphview.ops.view import create_view_op
     dynamic = list(dynamic)
     for entries in chain:
         count = count_dynamic(entries)
-        x = _create_view(x, *dynamic[:count], descriptors=entries)
+        x = create_view_op(x, *dynamic[:count], descriptors=entries)
         dynamic = dynamic[count:]
     return x
 

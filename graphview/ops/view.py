@@ -5,7 +5,8 @@ of x, built in O(rank) from the descriptors, and never copies. Descriptors
 given as arrays (or CONSTANT variables) are decoded when the op is built and
 stored in the ``descriptors`` attribute; descriptors computed by the graph are
 op inputs, decoded and validated when the op runs, before anything reads or
-writes memory. ``gather`` is the copying op for integer-array indices.
+writes memory. ``gather`` is the copying op for integer-array indices. The gradient
+rules are in graphview/gradients/view.py.
 See ADR 0008.
 """
 import functools
@@ -16,6 +17,8 @@ import numpy as np
 from graphview import attributes, dtypes, indexing
 from graphview.errors import ExecutionError, GraphviewError, IndexDescriptorError, ShapeError
 from graphview.indexing import Index
+from graphview.ops.math import cast
+from graphview.ops.shape import concat, reshape
 from graphview.registry import defop, default_graph, public
 from graphview.shapes import format_shape, normalize_axis
 from graphview.testing import Sample, transposed
@@ -174,17 +177,11 @@ def _create_view_reference(x, *arrays, descriptors):
     return x[tuple(key) + (Ellipsis,)]
 
 
-def _create_view_vjp(grad, out, x, *dynamic, descriptors):
-    # The gradient of a view is the incoming gradient scattered into zeros of x's
-    # shape (SameDiff re-viewed the gradient instead, which is wrong).
-    return (scatter_view(grad, x, *dynamic, descriptors=descriptors),) + (None,) * len(dynamic)
-
-
-_create_view = defop(
+create_view_op = defop(
     "create_view",
     shape=lambda x, *dynamic, descriptors: view_shape(x, descriptors, dynamic),
     kernel=lambda x, *dynamic, descriptors: apply_view(x, descriptors, dynamic),
-    vjp=_create_view_vjp, view=True, accepts=dtypes.ALL, promote_inputs=(0,), samples=_create_view_samples,
+    view=True, accepts=dtypes.ALL, promote_inputs=(0,), samples=_create_view_samples,
     reference=_create_view_reference, family="shape", attrs={"descriptors": attributes.Descriptors(1, DYNAMIC)},
     doc="The view of x selected by INT64 index descriptors (point, interval, all, new axis); never a copy.")
 
@@ -222,8 +219,6 @@ def _scatter_view_shape(values, like, *dynamic, descriptors):
 
 scatter_view = defop(
     "scatter_view", shape=_scatter_view_shape, kernel=_scatter_view_kernel,
-    vjp=lambda grad, out, values, like, *dynamic, descriptors:
-        (_create_view(grad, *dynamic, descriptors=descriptors), None) + (None,) * len(dynamic),
     promote_inputs=(0,), accepts=dtypes.NUMERIC, samples=_scatter_view_samples, reference=_scatter_view_reference,
     family="shape", attrs={"descriptors": attributes.Descriptors(1, DYNAMIC)}, doc="Zeros of like's shape with values written into the view the descriptors select.")
 
@@ -233,7 +228,7 @@ def create_view(x, *descriptors, name=None):
     """The view of x that the descriptors select (NumPy basic indexing); shares x's buffer, O(1)."""
     graph = _graph_of(x, "create_view")
     entries, dynamic = entries_for(graph, descriptors, "create_view")
-    return _create_view(x, *dynamic, name=name, descriptors=entries)
+    return create_view_op(x, *dynamic, name=name, descriptors=entries)
 
 
 def _graph_of(x, what):
@@ -244,6 +239,7 @@ def _graph_of(x, what):
 
 # --- basic indexing on a Variable ----------------------------------------------------------
 
+@public("variable")   # Variable.__getitem__ finds it here (graphview/variable.py)
 def getitem(x, key):
     """``x[key]`` for ints, slices, None, ``...`` and INT64 scalar variables: a create_view."""
     graph = x.graph
@@ -271,8 +267,6 @@ def _point_variable(graph, x, k):
         raise IndexDescriptorError(
             f"{x.name}[{k.name}]: a variable index must be an integer scalar (a dynamic point); {k.name!r} has "
             f"shape {format_shape(k.shape)} and dtype {k.dtype.name}; for integer arrays use g.shape.gather")
-    from graphview.ops.math import cast
-    from graphview.ops.shape import concat, reshape
     token = default_graph.set(graph)
     try:
         offset = reshape(cast(k, "int64") if k.dtype != dtypes.INT64 else k, (1,))
@@ -328,10 +322,6 @@ def _gather_kernel(x, indices, out, axis=0):
         kernels.gather(x3, flat, out.reshape(x3.shape[0], flat.size, x3.shape[2]))
 
 
-def _gather_vjp(grad, out, x, indices, axis=0):
-    return (_scatter_add(grad, indices, x, axis=axis), None)
-
-
 def _gather_samples():
     r = np.random.default_rng(12)
     x = r.random((4, 5))
@@ -342,7 +332,7 @@ def _gather_samples():
             Sample((x.astype(np.int64), np.zeros(0, np.int64)), {"axis": 0}, label="no indices", constant_inputs=(1,))]
 
 
-_gather = defop("gather", shape=_gather_shape, kernel=_gather_kernel, dtype=_gather_dtype, vjp=_gather_vjp,
+_gather = defop("gather", shape=_gather_shape, kernel=_gather_kernel, dtype=_gather_dtype,
                 accepts=dtypes.ALL, samples=_gather_samples,
                 reference=lambda x, indices, axis=0: np.take(x, indices, axis=axis), family="shape",
                 attrs={"axis": attributes.Axis()}, doc="x[..., indices, ...] along axis: the copying op for integer-array indices.")
@@ -392,10 +382,9 @@ def _scatter_add_reference(values, indices, like, axis=0):
     return out
 
 
-_scatter_add = defop(
+scatter_add = defop(
     "scatter_add", shape=_scatter_add_shape, kernel=_scatter_add_kernel,
     dtype=lambda values, indices, like, axis=0: _gather_dtype(values, indices),
-    vjp=lambda grad, out, values, indices, like, axis=0: (gather(grad, indices, axis=axis), None, None),
     promote_inputs=(0,), accepts=dtypes.NUMERIC,
     samples=lambda: [Sample((np.arange(8.0).reshape(4, 2), np.array([1, 1, 0, -1]), np.zeros((3, 2))), {"axis": 0},
                             label="repeated", constant_inputs=(1, 2))],

@@ -30,7 +30,8 @@ defvjp(sin, lambda g, out, x: (mul(g, cos(x)),))
 defvjp(cos, lambda g, out, x: (neg(mul(g, sin(x))),))
 defvjp(tanh, lambda g, out, x: (mul(g, sub(1.0, square(out))),))
 
-defvjp(where, lambda g, out, c, x, y: (None, unbroadcast(where(c, g, 0.0), x, out), unbroadcast(where(c, 0.0, g), y, out)))
+defvjp(where, lambda g, out, c, x, y: (None, unbroadcast(where(c, g, 0.0), x, out),
+                                        unbroadcast(where(c, 0.0, g), y, out)))
 
 
 def _cast(g, out, x, dtype):

@@ -12,6 +12,7 @@ import numpy as np
 
 from graphview import attributes, dtypes
 from graphview.errors import DTypeError, GraphviewError, ShapeError
+from graphview.ops.math import cast
 from graphview.ops.view import DYNAMIC, apply_view, count_dynamic, view_shape
 from graphview.registry import defop
 from graphview.shapes import broadcast_shapes, format_shape
@@ -133,78 +134,22 @@ def _samples(dtype_list):
     return samples
 
 
-# --- gradients: each in-place op differentiates as the functional scatter it denotes ---------
-
-def _view_of(x, chain, dynamic):
-    """x seen through the chain of create_views (the same region the op wrote)."""
-    from graphview.ops.view import create_view_op
-    dynamic = list(dynamic)
-    for entries in chain:
-        count = count_dynamic(entries)
-        x = create_view_op(x, *dynamic[:count], descriptors=entries)
-        dynamic = dynamic[count:]
-    return x
-
-
-def _reduce_to(grad, like):
-    from graphview.ops.shape import reduce_to
-    return reduce_to(grad, like)
-
-
-def _math(name):
-    from graphview.ops import math
-    return getattr(math, name)
-
-
-def _assign_vjp(grad, out, base, value, *dynamic, chain):
-    zero = grad.graph.constant_like(0.0 if dtypes.is_float(grad.dtype) else 0, grad.dtype)
-    return (_assign_(grad, zero, *dynamic, chain=chain),
-            _reduce_to(_view_of(grad, chain, dynamic), value)) + (None,) * len(dynamic)
-
-
-def _add_vjp(grad, out, base, value, *dynamic, chain):
-    return (grad, _reduce_to(_view_of(grad, chain, dynamic), value)) + (None,) * len(dynamic)
-
-
-def _sub_vjp(grad, out, base, value, *dynamic, chain):
-    return (grad, _reduce_to(_math("neg")(_view_of(grad, chain, dynamic)), value)) + (None,) * len(dynamic)
-
-
-def _mul_vjp(grad, out, base, value, *dynamic, chain):
-    mul = _math("mul")
-    return (_mul_(grad, value, *dynamic, chain=chain),
-            _reduce_to(mul(_view_of(grad, chain, dynamic), _view_of(base, chain, dynamic)), value)) \
-        + (None,) * len(dynamic)
-
-
-def _div_vjp(grad, out, base, value, *dynamic, chain):
-    m = _math
-    # d(b / v)/dv = -b / v**2 = -(b / v) / v, and b / v is the written region of out.
-    region = m("div")(_view_of(out, chain, dynamic), value)
-    return (_div_(grad, value, *dynamic, chain=chain),
-            _reduce_to(m("neg")(m("mul")(_view_of(grad, chain, dynamic), region)), value)) + (None,) * len(dynamic)
-
-
-def _inplace_op(name, write, numpy_update, accepts, doc, vjp):
+def _inplace_op(name, write, numpy_update, accepts, doc):
     return defop(name, shape=_shape, kernel=_runner(write), inplace=(0,), accepts=accepts, promote_inputs=(0,),
-                 vjp=vjp,
                  samples=_samples([d for d in (np.float64, np.float32, np.int64) if np.dtype(d) in accepts]),
                  reference=_reference(numpy_update), family="inplace", doc=doc,
                  attrs={"chain": attributes.Descriptors(2, DYNAMIC)})
 
 
-_assign_ = _inplace_op("assign_", kernels.assign_, _set, dtypes.ALL, "The base of the view after view[...] = value.",
-                       _assign_vjp)
-_add_ = _inplace_op("add_", kernels.add_, _iadd, dtypes.NUMERIC,
-                    "The base of the view after view += value.", _add_vjp)
-_sub_ = _inplace_op("sub_", kernels.sub_, _isub, dtypes.NUMERIC,
-                    "The base of the view after view -= value.", _sub_vjp)
-_mul_ = _inplace_op("mul_", kernels.mul_, _imul, dtypes.NUMERIC,
-                    "The base of the view after view *= value.", _mul_vjp)
-_div_ = _inplace_op("div_", kernels.div_, _idiv, dtypes.FLOATS,
-                    "The base of the view after view /= value.", _div_vjp)
-
-OPS = {"assign_": _assign_, "add_": _add_, "sub_": _sub_, "mul_": _mul_, "div_": _div_}
+# The registered ops by name; graphview/gradients/inplace.py holds their rules.
+OPS = {
+    "assign_": _inplace_op("assign_", kernels.assign_, _set, dtypes.ALL,
+                           "The base of the view after view[...] = value."),
+    "add_": _inplace_op("add_", kernels.add_, _iadd, dtypes.NUMERIC, "The base of the view after view += value."),
+    "sub_": _inplace_op("sub_", kernels.sub_, _isub, dtypes.NUMERIC, "The base of the view after view -= value."),
+    "mul_": _inplace_op("mul_", kernels.mul_, _imul, dtypes.NUMERIC, "The base of the view after view *= value."),
+    "div_": _inplace_op("div_", kernels.div_, _idiv, dtypes.FLOATS, "The base of the view after view /= value."),
+}
 
 
 def view_chain(target):
@@ -234,7 +179,6 @@ def apply(op_name, target, value, name=None):
             if not np.can_cast(value.dtype, kind, "same_kind"):
                 raise DTypeError(f"{op_name}: cannot write a {value.dtype.name} value into {base.name!r} of dtype "
                                  f"{kind.name} (NumPy's same_kind rule); cast it first")
-            from graphview.ops.math import cast
             value = cast(value, kind)
     else:
         try:
@@ -245,7 +189,6 @@ def apply(op_name, target, value, name=None):
             if not np.can_cast(value.dtype, kind, "same_kind"):
                 raise DTypeError(f"{op_name}: cannot write a {value.dtype.name} value into {base.name!r} of dtype "
                                  f"{kind.name} (NumPy's same_kind rule)")
-            from graphview.ops.math import cast
             value = cast(value, kind)
     return OPS[op_name](base, value, *dynamic, name=name, chain=chain)
 

@@ -130,6 +130,94 @@ def analyse(root):
     return known, trees, edges, function_imports, function_required, private_imports, private_attrs
 
 
+Import = collections.namedtuple("Import", "importer target line level commented")
+Import.__doc__ = """One module's import of ``target`` (a module of graphview/ or kernels/, or an outside top-level
+package) at ``line``; ``level`` "module" or "function"; ``commented``: a comment on the statement's
+lines or on the line just above it."""
+
+
+def import_records(root):
+    """[Import] for every import statement of graphview/ and kernels/ (a module importing itself left out)."""
+    known = modules(root)
+    records = []
+    for module, path in known.items():
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        tree, lines = ast.parse(text, path), text.splitlines()
+        inside = function_level(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            level = "function" if id(node) in inside else "module"
+            own = lines[node.lineno - 1:node.end_lineno]
+            above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+            commented = any("#" in line for line in own) or above.startswith("#")
+            for target, _ in imported(module, path.endswith("__init__.py"), node, known):
+                inner = internal(target, known)
+                if inner != module:
+                    records.append(Import(module, inner or target.split(".")[0], node.lineno, level, commented))
+    return records
+
+
+PrivateRead = collections.namedtuple("PrivateRead", "reader line kind name owner text")
+PrivateRead.__doc__ = """A module's use of another module's underscore name: ``kind`` "import" (``from x import
+_name``), "module" (``x._name`` through an imported module) or "member" (``<expr>._name`` where ``_name`` is a
+member only other modules' classes define; ``owner`` names them)."""
+
+
+def private_reads(root):
+    """[PrivateRead] across the modules of graphview/ and kernels/. ``<expr>`` is anything but self, cls and
+    super(); a name the reader's own classes also define is taken as its own."""
+    known, trees, _, _, _, private_imports, private_attrs = analyse(root)
+    module_of = {path: module for module, (_, _, path) in trees.items()}
+    members = {module: class_members(tree) for module, (tree, _, _) in trees.items()}
+    reads = []
+    for path, line, text in private_imports:
+        source, name = text[len("from "):].split(" import ")
+        reads.append(PrivateRead(module_of[path], line, "import", name, source, text))
+    for path, line, text, kind in private_attrs:
+        reader, name = module_of[path], text.rsplit(".", 1)[1]
+        if kind.startswith("module "):
+            if kind[len("module "):] != reader:
+                reads.append(PrivateRead(reader, line, "module", name, kind[len("module "):], text))
+            continue
+        if text.startswith("super()."):
+            continue
+        owners = sorted(f"{module}.{cls}" for module, defined in members.items() if module != reader
+                        for cls, names in defined.items() if name in names)
+        own = any(name in names for names in members[reader].values())
+        if owners and not own:
+            reads.append(PrivateRead(reader, line, "member", name, ", ".join(owners), text))
+    return reads
+
+
+def class_members(tree):
+    """{class name: the underscore names it defines}: methods, class-level assignments, ``__slots__``
+    entries and ``self._x`` attributes set or read in its methods (dunder names left out)."""
+    found = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        names = set()
+        for statement in node.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.add(statement.name)
+            targets = (statement.targets if isinstance(statement, ast.Assign)
+                       else [statement.target] if isinstance(statement, ast.AnnAssign) else [])
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    names.add(target.id)
+                    if target.id == "__slots__":
+                        names.update(c.value for c in ast.walk(statement.value)
+                                     if isinstance(c, ast.Constant) and isinstance(c.value, str))
+        for child in ast.walk(node):
+            if (isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name)
+                    and child.value.id == "self"):
+                names.add(child.attr)
+        found[node.name] = {n for n in names if n.startswith("_") and not n.startswith("__")}
+    return found
+
+
 def components(graph, nodes):
     """Tarjan's strongly connected components with more than one module (or a self-loop)."""
     index, low, on_stack, stack, result = {}, {}, set(), [], []

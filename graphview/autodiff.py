@@ -18,7 +18,10 @@ import weakref
 import numpy as np
 
 from graphview import dtypes
-from graphview.errors import DTypeError, GraphviewError, PlaceholderError, ShapeError, did_you_mean
+from graphview.errors import DTypeError, GraphviewError, ShapeError
+from graphview.execution import executor_of
+from graphview.ops.math import add, cast
+from graphview.ops.shape import broadcast_like
 from graphview.registry import default_graph, get as get_op
 from graphview.shapes import format_shape
 from graphview.variable import Kind, Variable
@@ -35,7 +38,7 @@ class GradientGraph:
         self.losses = losses
         self.wrt = wrt
         self.gradients = gradients
-        needed = ancestors(graph, [gradients[name].name for name in wrt])
+        needed = graph.ancestors([gradients[name].name for name in wrt])
         self._placeholders = [node for node in graph.nodes() if node.kind is Kind.PLACEHOLDER and node.name in needed]
 
     def run(self, placeholders, listeners=None, mode="gradients", check_shapes=True):
@@ -46,14 +49,10 @@ class GradientGraph:
         when the graph was built) raises ShapeError; ``check_shapes=False``
         leaves that to the caller (the gradient checker records it as a failure).
         """
-        from graphview.execution import executor_of
-        feeds = _feeds_for(self.forward, self.graph, placeholders)
-        for node in self._placeholders:
-            # Checked here, not by the executor, so the message names the user's gradients, not internal nodes.
-            if node.name not in feeds:
-                raise PlaceholderError(
-                    f"missing placeholder {node.name!r} ({format_shape(node.shape)} {node.dtype.name}), needed for "
-                    f"the gradient of {' + '.join(map(repr, self.losses))} with respect to {', '.join(map(repr, self.wrt))}")
+        feeds = self.feeds(placeholders)
+        # Checked here, not by the executor, so the message names the user's gradients, not internal nodes.
+        self.graph.check_feeds(feeds, self._placeholders, f"the gradient of {' + '.join(map(repr, self.losses))} "
+                               f"with respect to {', '.join(map(repr, self.wrt))}")
         names = [self.gradients[name].name for name in self.wrt]
         listeners = list(self.forward.listeners) + list(listeners or ())
         values = executor_of(self.graph).run(feeds, names, listeners, mode=mode)
@@ -70,12 +69,17 @@ class GradientGraph:
             seen.add(id(array))
         return result
 
+    def feeds(self, placeholders):
+        """The placeholder values the gradient graph reads, after checking every name against the forward graph."""
+        self.forward.check_feeds(placeholders)
+        return {name: value for name, value in placeholders.items() if name in self.graph}
+
     def value_shape(self, name, feeds):
         """The run-time shape of placeholder or stored value ``name``; None for an op output."""
         if name in feeds:
             return tuple(np.shape(feeds[name]))
-        if name in self.graph._values:
-            return tuple(np.shape(self.graph._values[name]))
+        if name in self.graph.store:
+            return tuple(np.shape(self.graph.store[name]))
         return None
 
     def __repr__(self):
@@ -84,7 +88,7 @@ class GradientGraph:
 
 def gradient_graph(graph, wrt, losses=None):
     """The cached :class:`GradientGraph` of ``graph``'s losses with respect to ``wrt``."""
-    losses = tuple(losses) if losses is not None else graph._losses
+    losses = tuple(losses) if losses is not None else graph.loss_names
     if not losses:
         raise GraphviewError(f"graph {graph.name!r} has no loss; call g.set_loss(...) before asking for gradients")
     wrt = tuple(dict.fromkeys(_names(graph, wrt)))
@@ -94,7 +98,7 @@ def gradient_graph(graph, wrt, losses=None):
             raise DTypeError(f"cannot differentiate with respect to {name!r}: it has dtype {node.dtype.name}; "
                              "gradients exist only for floating-point variables")
     key = (losses, wrt)
-    with graph._lock:
+    with graph.lock:
         cache = _CACHE.setdefault(graph, {})
         if key not in cache:
             cache[key] = _build(graph, losses, wrt)
@@ -110,28 +114,15 @@ def _names(graph, wrt):
     items = [wrt] if isinstance(wrt, (str, Variable)) else list(wrt)
     if not items:
         raise GraphviewError("wrt is empty: name at least one variable to differentiate with respect to")
-    return [graph._name_of(item) for item in items]
-
-
-def ancestors(graph, names):
-    """The names of every node that ``names`` depend on, themselves included."""
-    seen, stack = set(), list(names)
-    while stack:
-        name = stack.pop()
-        if name not in seen:
-            seen.add(name)
-            stack.extend(graph.node(name).inputs)
-    return seen
+    return [graph.name_of(item) for item in items]
 
 
 def _build(forward, losses, wrt):
-    from graphview.graph import Graph
-    graph = Graph(f"{forward.name}/grad")
-    graph._values = collections.ChainMap({}, forward._values)
-    needed = ancestors(forward, losses + wrt)
+    needed = forward.ancestors(losses + wrt)
     order = [node for node in forward.nodes() if node.name in needed]
-    for node in order:
-        graph._add_node(node.name, node.kind, node.op, node.inputs, node.attrs, node.shape, node.dtype)
+    # The gradient graph's constants go to its own layer; variables are read live from the forward store.
+    graph = forward.clone(f"{forward.name}/grad", keep=needed, store=collections.ChainMap({}, forward.store),
+                          keep_losses=False)
     token = default_graph.set(graph)
     try:
         with graph.name_scope("grad"):
@@ -142,8 +133,7 @@ def _build(forward, losses, wrt):
 
 
 def _backward(graph, order, losses, wrt):
-    from graphview.ops.shape import broadcast_like
-    reach_loss = ancestors(graph, losses)
+    reach_loss = graph.ancestors(losses)
     depends = set(wrt)
     for node in order:
         if any(name in depends for name in node.inputs):
@@ -203,32 +193,13 @@ def _checked(node, source, grad):
                          f"{format_shape(grad.shape)} for input {source.name!r} of shape {format_shape(source.shape)}; "
                          "a rule for a broadcasting op must sum the gradient back to its input (graphview.ops.shape.reduce_to)")
     if grad.dtype != source.dtype:
-        from graphview.ops.math import cast
         grad = cast(grad, source.dtype)
     return grad
 
 
 def _sum(grads):
-    from graphview.ops.math import add
     total = grads[0]
     for grad in grads[1:]:
         total = add(total, grad)
     return total
-
-
-def _feeds_for(forward, graph, placeholders):
-    """The placeholder values the gradient graph needs, after checking every name against the forward graph."""
-    if not isinstance(placeholders, dict):
-        raise PlaceholderError(f"placeholders must be a dict of name to array, not {type(placeholders).__name__}")
-    feeds = {}
-    for name, value in placeholders.items():
-        if name not in forward:
-            known = [n.name for n in forward.nodes() if n.kind is Kind.PLACEHOLDER]
-            raise PlaceholderError(f"unknown placeholder {name!r}{did_you_mean(name, known)}; "
-                                   f"the graph's placeholders are: {', '.join(known) or 'none'}")
-        if forward.node(name).kind is not Kind.PLACEHOLDER:
-            raise PlaceholderError(f"{name!r} is a {forward.node(name).kind}, not a placeholder; it cannot be fed")
-        if name in graph:
-            feeds[name] = value
-    return feeds
 

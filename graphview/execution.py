@@ -21,10 +21,11 @@ lists each in-place step and every copy with its reason.
 import collections
 import math
 import threading
+import weakref
 
 import numpy as np
 
-from graphview.errors import DTypeError, ExecutionError, PlaceholderError, ShapeError, GraphviewError, did_you_mean
+from graphview.errors import DTypeError, ExecutionError, PlaceholderError, ShapeError, GraphviewError
 from graphview.infer import run_shape
 from graphview.registry import get as get_op
 from graphview.scheduling import schedule
@@ -35,6 +36,7 @@ from graphview_kernels import elementwise
 from graphview_kernels.launch import flat_broadcast
 
 MAX_PLANS = 64
+_EXECUTORS = weakref.WeakKeyDictionary()   # graph -> its Executor, which holds the graph weakly
 
 
 class ExecutionContext:
@@ -48,11 +50,14 @@ class ExecutionContext:
 
 
 def executor_of(graph):
-    if graph._executor is None:
-        with graph._lock:
-            if graph._executor is None:
-                graph._executor = Executor(graph)
-    return graph._executor
+    """The graph's one executor (its cache of plans), made on first use."""
+    executor = _EXECUTORS.get(graph)
+    if executor is None:
+        with graph.lock:
+            executor = _EXECUTORS.get(graph)
+            if executor is None:
+                executor = _EXECUTORS[graph] = Executor(graph)
+    return executor
 
 
 class Step:
@@ -70,7 +75,7 @@ class Step:
 
 class Plan:
     def __init__(self, graph, outputs, sources, steps, slots, copy_outputs):
-        self.graph = graph
+        self._graph = weakref.ref(graph)   # weak: the executor cache must not keep a graph alive
         self.outputs = outputs
         self.sources = sources
         self.steps = steps
@@ -79,9 +84,13 @@ class Plan:
         self.fast = [(s.run, s.inputs, s.out, s.free) for s in steps]
         self._step_writing = {s.out: s for s in steps}
 
+    @property
+    def graph(self):
+        return self._graph()
+
     def run(self, feeds, listeners, context):
         values = [None] * len(self.slots)
-        held = self.graph._values
+        held = self.graph.store
         for slot, name, kind in self.sources:
             values[slot] = feeds[name] if kind is Kind.PLACEHOLDER else held[name]
         if listeners:
@@ -156,10 +165,14 @@ def copy_array(array):
 
 class Executor:
     def __init__(self, graph):
-        self.graph = graph
+        self._graph = weakref.ref(graph)   # weak: _EXECUTORS holds executors by their graph
         self._plans = collections.OrderedDict()
         self._schedules = collections.OrderedDict()
         self._lock = threading.RLock()
+
+    @property
+    def graph(self):
+        return self._graph()
 
     def run(self, placeholders, names, listeners=None, mode="output"):
         plan, feeds = self.plan(placeholders, names)
@@ -169,8 +182,7 @@ class Executor:
 
     def plan(self, placeholders, names):
         names = tuple(dict.fromkeys(names))
-        needed = self._needed(names)
-        feeds = self._feeds(placeholders, needed, names)
+        feeds = self.graph.check_feeds(placeholders, self._needed(names), ", ".join(names), checked_feed)
         key = (names, tuple((n, a.shape, a.dtype.str, a.flags.c_contiguous) for n, a in sorted(feeds.items())))
         plan = self._plans.get(key)
         if plan is None:
@@ -195,37 +207,7 @@ class Executor:
 
     def _needed(self, names):
         graph = self.graph
-        seen = set()
-        stack = list(names)
-        while stack:
-            name = stack.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            stack.extend(graph.node(name).inputs)
-        return sorted((graph.node(name) for name in seen), key=lambda node: node.index)
-
-    def _feeds(self, placeholders, needed, names):
-        graph = self.graph
-        if not isinstance(placeholders, dict):
-            raise PlaceholderError(f"placeholders must be a dict of name to array, not {type(placeholders).__name__}")
-        for name in placeholders:
-            if name not in graph:
-                known = [n.name for n in graph.nodes() if n.kind is Kind.PLACEHOLDER]
-                raise PlaceholderError(f"unknown placeholder {name!r}{did_you_mean(name, known)}; "
-                                       f"the graph's placeholders are: {', '.join(known) or 'none'}")
-            if graph.node(name).kind is not Kind.PLACEHOLDER:
-                raise PlaceholderError(f"{name!r} is a {graph.node(name).kind}, not a placeholder; it cannot be fed")
-        feeds = {}
-        for node in needed:
-            if node.kind is not Kind.PLACEHOLDER:
-                continue
-            if node.name not in placeholders:
-                raise PlaceholderError(
-                    f"missing placeholder {node.name!r} ({format_shape(node.shape)} {node.dtype.name}), "
-                    f"needed for {', '.join(names)}")
-            feeds[node.name] = _checked_feed(node, placeholders[node.name])
-        return feeds
+        return sorted(map(graph.node, graph.ancestors(names)), key=lambda node: node.index)
 
     def _build(self, names, feeds):
         plan = self.schedule(names)
@@ -234,7 +216,7 @@ class Executor:
         sources, steps = [], []
         for node in plan.sources:
             sources.append((slots[node.name], node.name, node.kind))
-            array = feeds[node.name] if node.kind is Kind.PLACEHOLDER else self.graph._held(node.name)
+            array = feeds[node.name] if node.kind is Kind.PLACEHOLDER else self.graph.stored(node.name)
             shapes[node.name] = array.shape
             contiguous[node.name] = array.flags.c_contiguous
         for node in plan.order:
@@ -373,7 +355,8 @@ def _static_runner(node, definition, attrs, shape, dtype, in_shapes, in_contiguo
     return run_kernel
 
 
-def _checked_feed(node, value):
+def checked_feed(node, value):
+    """``value`` as the array placeholder ``node`` takes: its shape, its dtype, no silent cast."""
     name, expected = node.name, node.dtype.name
     if isinstance(value, np.ma.MaskedArray):
         raise PlaceholderError(f"placeholder {name!r} was fed a masked array, whose mask graphview cannot honour; "

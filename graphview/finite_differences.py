@@ -5,6 +5,7 @@ function of one array of that copy (perturbed in place), ``central_difference`` 
 ``projected_difference`` differentiate it numerically, and ``relative_error`` compares the results
 (ADR 0007).
 """
+import dataclasses
 import math
 
 import numpy as np
@@ -12,7 +13,6 @@ import numpy as np
 from graphview import dtypes
 from graphview.errors import GraphviewError
 from graphview.execution import executor_of
-from graphview.graph import Graph
 from graphview.variable import Kind
 
 
@@ -25,18 +25,10 @@ def relative_error(analytic, numeric):
 
 def float64_copy(graph, placeholders):
     """``(copy, feeds, converted)``: a private copy of ``graph`` with float32 made float64, and its feeds."""
-    if not isinstance(placeholders, dict):
-        raise GraphviewError(f"placeholders must be a dict of name to array, not {type(placeholders).__name__}")
-    work = Graph(f"{graph.name}/check")
-    converted = False
-    for node in graph.nodes():
-        dtype = dtypes.FLOAT64 if node.dtype == dtypes.FLOAT32 else node.dtype
-        attrs = tuple((k, "float64" if k == "dtype" and v == "float32" else v) for k, v in node.attrs)
-        converted |= dtype != node.dtype or attrs != node.attrs
-        work._add_node(node.name, node.kind, node.op, node.inputs, attrs, node.shape, dtype)
-        if node.kind in (Kind.VARIABLE, Kind.CONSTANT):
-            work._values[node.name] = np.array(graph._values[node.name], dtype=dtype, order="C", copy=True)
-    work._losses = graph._losses
+    graph.check_feeds(placeholders)
+    work = graph.clone(f"{graph.name}/check", rewrite=_as_float64)
+    converted = any(copy.dtype != node.dtype or copy.attrs != node.attrs
+                    for copy, node in zip(work.nodes(), graph.nodes()))
     feeds = {}
     for name, value in placeholders.items():
         array = np.asarray(value)
@@ -44,6 +36,13 @@ def float64_copy(graph, placeholders):
         converted |= target != array.dtype
         feeds[name] = same_layout_copy(array, target)
     return work, feeds, converted
+
+
+def _as_float64(node, clone):
+    """``node`` with a float32 dtype, and a float32 ``dtype`` attribute, made float64."""
+    dtype = dtypes.FLOAT64 if node.dtype == dtypes.FLOAT32 else node.dtype
+    attrs = tuple((k, "float64" if k == "dtype" and v == "float32" else v) for k, v in node.attrs)
+    return dataclasses.replace(node, dtype=dtype, attrs=attrs)
 
 
 def same_layout_copy(array, dtype):
@@ -70,9 +69,9 @@ class Loss:
             self.graph = cut(work, name)
             feeds = dict(feeds, **{name: np.array(value, order="C", copy=True)})
         self.plan, self.feeds = executor_of(self.graph).plan(
-            {k: v for k, v in feeds.items() if k in self.graph}, self.graph._losses)
+            {k: v for k, v in feeds.items() if k in self.graph}, self.graph.loss_names)
         if node.kind in (Kind.VARIABLE, Kind.CONSTANT):
-            self.array = self.graph._values[name]
+            self.array = self.graph.stored(name)
         elif name in self.feeds:
             self.array = self.feeds[name]
         elif name in feeds:
@@ -83,20 +82,16 @@ class Loss:
     def __call__(self):
         values = self.plan.run(self.feeds, None, None)
         # The same sum as autodiff's: each loss once, whatever set_loss was given.
-        return math.fsum(float(np.sum(values[name], dtype=np.float64)) for name in dict.fromkeys(self.graph._losses))
+        return math.fsum(float(np.sum(values[name], dtype=np.float64)) for name in dict.fromkeys(self.graph.loss_names))
 
 
 def cut(work, name):
     """A copy of ``work`` in which ARRAY value ``name`` is a placeholder (its inputs stay, unread)."""
-    cut = Graph(f"{work.name}/cut-{name}")
-    for node in work.nodes():
-        if node.name == name:
-            cut._add_node(node.name, Kind.PLACEHOLDER, None, (), (), node.shape, node.dtype)
-        else:
-            cut._add_node(node.name, node.kind, node.op, node.inputs, node.attrs, node.shape, node.dtype)
-    cut._values = work._values
-    cut._losses = work._losses
-    return cut
+    def as_placeholder(node, clone):
+        if node.name != name:
+            return node
+        return dataclasses.replace(node, kind=Kind.PLACEHOLDER, op=None, inputs=(), attrs=())
+    return work.clone(f"{work.name}/cut-{name}", rewrite=as_placeholder, store=work.store)
 
 
 def central_difference(loss, index, eps):

@@ -13,13 +13,14 @@ from typing import Optional
 
 import numpy as np
 
-from graphview import dtypes
+from graphview import core, dtypes
 from graphview.autodiff import gradient_graph
 from graphview.errors import GraphviewError
 from graphview.finite_differences import (Loss, central_difference, float64_copy, projected_difference,
                                           relative_error)
 from graphview.listeners import NonInplaceValidationListener
 from graphview.localize import Culprit, Localizer
+from graphview.registry import default_graph, definitions, op
 from graphview.variable import Kind, Variable
 
 SUBSETS = ("random", "every_n")
@@ -145,12 +146,12 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
     and after each; ``total`` grows when fast mode reruns a variable in full.
     """
     _check_options(eps, max_rel_error, min_abs_error, max_per_param, subset, seed)
-    if not graph._losses:
+    if not graph.loss_names:
         raise GraphviewError(f"check_gradients: graph {graph.name!r} has no loss; call g.set_loss(...) first")
-    skip = {graph._name_of(s) for s in ([skip] if isinstance(skip, (str, Variable)) else skip)}
+    skip = {graph.name_of(s) for s in ([skip] if isinstance(skip, (str, Variable)) else skip)}
     if wrt is not None:
-        wrt = [graph._name_of(w) for w in ([wrt] if isinstance(wrt, (str, Variable)) else wrt)]
-    mask = {graph._name_of(k): v for k, v in (mask or {}).items()}
+        wrt = [graph.name_of(w) for w in ([wrt] if isinstance(wrt, (str, Variable)) else wrt)]
+    mask = {graph.name_of(k): v for k, v in (mask or {}).items()}
     work, feeds, converted = float64_copy(graph, placeholders)
     names = _targets(work, wrt, skip, activations)
     if not names:
@@ -253,8 +254,7 @@ def _targets(work, wrt, skip, activations):
     else:
         names = list(wrt)
     if activations:
-        from graphview.autodiff import ancestors
-        upstream = ancestors(work, work._losses)
+        upstream = work.ancestors(work.loss_names)
         names += [n.name for n in work.nodes()
                   if n.kind is Kind.ARRAY and n.name in upstream and dtypes.is_float(n.dtype)]
     return [n for n in dict.fromkeys(names) if n not in skip]
@@ -374,9 +374,7 @@ class OpCoverage:
 
 def build_sample(name, sample):
     """``(graph, output, feeds)``: the op applied to placeholders holding the sample's arrays (strides kept)."""
-    from graphview.graph import Graph
-    from graphview.registry import default_graph, op
-    graph = Graph(f"{name}-check")
+    graph = core.new_graph(f"{name}-check")
     inputs, feeds = [], {}
     for position, value in enumerate(sample.inputs):
         if isinstance(value, np.ndarray):
@@ -418,7 +416,6 @@ def check_op(name, sample, build=None, **options):
 def op_coverage(check=False):
     """Per op: sample count, whether it is differentiable and has a gradient rule, and whether its
     gradient checks passed (None when not run; ``check=True`` runs the missing ones)."""
-    from graphview.registry import definitions
     rows = []
     for definition in definitions():
         samples = list(definition.samples()) if definition.samples else []

@@ -13,8 +13,7 @@ import numpy as np
 
 from graphview import dtypes
 from graphview.errors import GraphFileError, GraphviewError
-from graphview.graph import check_size
-from graphview.shapes import format_shape
+from graphview.shapes import check_size, format_shape
 
 DTYPES = {dtype.name: dtype for dtype in dtypes.ALL}
 
@@ -109,7 +108,7 @@ class ArchiveReader:
         self.fail(f"{where}: {member} is .npy version {version}, not 1.0 or 2.0")
 
     def _check_size(self, where, shape, dtype):
-        """The size check building applies (graph.check_size): no node or array NumPy could not hold."""
+        """The size check building applies (shapes.check_size): no node or array NumPy could not hold."""
         try:
             check_size(shape, dtype, where)
         except GraphviewError as error:

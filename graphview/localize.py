@@ -12,6 +12,7 @@ that input does not.
 Only a failed check pays: the probe is built on the first failure, one analytic run serves every edge,
 and each edge costs two forward runs, at most once per check.
 """
+import dataclasses
 import math
 import zlib
 from dataclasses import dataclass
@@ -20,11 +21,10 @@ from typing import Optional
 import numpy as np
 
 from graphview import dtypes
-from graphview.autodiff import ancestors, gradient_graph
+from graphview.autodiff import gradient_graph
 from graphview.errors import GraphviewError
 from graphview.execution import executor_of
 from graphview.finite_differences import Loss, projected_difference, relative_error
-from graphview.graph import Graph
 from graphview.registry import get as get_op
 from graphview.variable import Kind
 
@@ -109,27 +109,28 @@ class _Probe:
     """The copy of ``work`` in which each checked edge reads ``input + zero``, and the gradient of each sum."""
 
     def __init__(self, work, feeds):
-        reach_loss = ancestors(work, work._losses)
+        reach_loss = work.ancestors(work.loss_names)
         self.work = work
         self.zeros, self.sums = {}, {}
-        graph = Graph(f"{work.name}/localize")
-        for node in work.nodes():
+
+        def probed(node, graph):
+            """``node`` reading ``input + zero`` on each floating-point input, the two new nodes added first."""
+            if node.kind is not Kind.ARRAY or node.name not in reach_loss or not _has_rule(node.op):
+                return node
             inputs = list(node.inputs)
-            if node.kind is Kind.ARRAY and node.name in reach_loss and _has_rule(node.op):
-                for position, source in enumerate(node.inputs):
-                    source = work.node(source)
-                    if not dtypes.is_float(source.dtype):
-                        continue
-                    zero = _fresh(work, graph, f"{node.name}/zero{position}")
-                    graph._add_node(zero, Kind.PLACEHOLDER, None, (), (), source.shape, source.dtype)
-                    inputs[position] = _fresh(work, graph, f"{node.name}/input{position}")
-                    graph._add_node(inputs[position], Kind.ARRAY, "add", (source.name, zero), (), source.shape,
-                                    source.dtype)
-                    self.zeros[node.name, position], self.sums[node.name, position] = zero, inputs[position]
-            graph._add_node(node.name, node.kind, node.op, tuple(inputs), node.attrs, node.shape, node.dtype)
-        graph._values = work._values
-        graph._losses = work._losses
-        self.graph = graph
+            for position, source in enumerate(node.inputs):
+                source = work.node(source)
+                if not dtypes.is_float(source.dtype):
+                    continue
+                zero = _fresh(work, graph, f"{node.name}/zero{position}")
+                graph.add_node(zero, Kind.PLACEHOLDER, None, (), (), source.shape, source.dtype)
+                inputs[position] = _fresh(work, graph, f"{node.name}/input{position}")
+                graph.add_node(inputs[position], Kind.ARRAY, "add", (source.name, zero), (), source.shape,
+                               source.dtype)
+                self.zeros[node.name, position], self.sums[node.name, position] = zero, inputs[position]
+            return dataclasses.replace(node, inputs=tuple(inputs))
+
+        graph = self.graph = work.clone(f"{work.name}/localize", rewrite=probed, store=work.store)
         sources = sorted({work.node(consumer).inputs[position] for consumer, position in self.zeros})
         values = executor_of(work).run(feeds, sources) if sources else {}
         self.feeds = dict(feeds)

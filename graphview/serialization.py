@@ -25,14 +25,15 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from graphview import infer
+from graphview import core, infer
 from graphview.errors import GraphFileError, GraphviewError, PlaceholderError
-from graphview.graph import MAX_RANK
+from graphview.execution import checked_feed
 from graphview.graph_archive import DTYPES, ArchiveReader
 from graphview.layouts import dimfile
 from graphview.registry import get as get_op
-from graphview.shapes import format_shape
+from graphview.shapes import MAX_RANK, format_shape
 from graphview.variable import Kind
+from graphview.version import __version__
 
 FORMAT = "graphview-graph"
 VERSION = 1
@@ -51,7 +52,6 @@ LOW_LEVEL_ERRORS = (zipfile.BadZipFile, zlib.error, struct.error, EOFError, Valu
 
 def save(graph, path, placeholders=None):
     """Write ``graph`` (and optional placeholder values, by name) to the graph file ``path``."""
-    from graphview import __version__
     shown = _path(path, "save: ")
     if placeholders is not None and not isinstance(placeholders, Mapping):
         raise PlaceholderError(f"save: placeholders must be a dict of name -> value, not {type(placeholders).__name__}")
@@ -68,13 +68,13 @@ def save(graph, path, placeholders=None):
                  "attrs": [[key, _encode(value)] for key, value in node.attrs],
                  "shape": list(node.shape), "dtype": node.dtype.name}
         if node.kind in (Kind.VARIABLE, Kind.CONSTANT):
-            entry["value"] = store("arrays", graph._values[node.name])
+            entry["value"] = store("arrays", graph.stored(node.name))
         nodes.append(entry)
     stored = []
     for name, value in (placeholders or {}).items():
         stored.append({"name": name, "value": store("placeholders", _checked_placeholder(graph, name, value))})
     document = {"format": FORMAT, "version": VERSION, "graphview": __version__, "name": graph.name,
-                "nodes": nodes, "losses": list(graph._losses), "placeholders": stored}
+                "nodes": nodes, "losses": list(graph.loss_names), "placeholders": stored}
     document.update(dimfile.write(graph))
     text = _layout(document)
     try:
@@ -157,12 +157,11 @@ def _layout(document):
 
 
 def _checked_placeholder(graph, name, value):
-    from graphview.execution import _checked_feed
     if not isinstance(name, str) or name not in graph or graph.node(name).kind is not Kind.PLACEHOLDER:
         known = ", ".join(n.name for n in graph.nodes() if n.kind is Kind.PLACEHOLDER) or "none"
         raise GraphviewError(f"save: {name!r} is not a placeholder of graph {graph.name!r} "
                              f"(its placeholders are: {known})")
-    return _checked_feed(graph.node(name), value)
+    return checked_feed(graph.node(name), value)
 
 
 def _encode(value):
@@ -246,10 +245,9 @@ class _Reader(ArchiveReader):
         return document
 
     def _graph(self, document):
-        from graphview.graph import Graph
         if not document["name"]:
             self.fail(f"{GRAPH_JSON}: the graph name is empty")
-        graph = Graph(document["name"])
+        graph = core.new_graph(document["name"])
         for position, entry in enumerate(document["nodes"]):
             self._add(graph, position, entry)
         dimfile.read(document, graph, lambda message: self.fail(f"{GRAPH_JSON}: {message}"))
@@ -296,7 +294,7 @@ class _Reader(ArchiveReader):
         if kind is Kind.PLACEHOLDER:
             if "value" in entry:
                 self.fail(f"{where}: a placeholder holds no value in the node list")
-            graph._add_node(name, kind, None, (), (), shape, dtype)
+            graph.add_node(name, kind, None, (), (), shape, dtype)
             return
         if "value" not in entry:
             self.fail(f"{where}: a {kind.value} needs a stored value")
@@ -304,8 +302,8 @@ class _Reader(ArchiveReader):
         if array.shape != shape or array.dtype != dtype:
             self.fail(f"{where}: the node is {format_shape(shape)} {dtype.name} but its stored value is "
                       f"{format_shape(array.shape)} {array.dtype.name}")
-        graph._add_node(name, kind, None, (), (), shape, dtype)
-        graph._values[name] = array
+        graph.add_node(name, kind, None, (), (), shape, dtype)
+        graph.store[name] = array
 
     def _add_op(self, graph, where, entry, name, shape, dtype):
         if "value" in entry:
@@ -325,7 +323,7 @@ class _Reader(ArchiveReader):
         attrs = self._attrs(where, entry["attrs"], op)
         in_nodes = [graph.node(i) for i in inputs]
         attrs = self._check_rules(where, definition, in_nodes, attrs, shape, dtype)
-        graph._add_node(name, Kind.ARRAY, op, inputs, attrs, shape, dtype)
+        graph.add_node(name, Kind.ARRAY, op, inputs, attrs, shape, dtype)
 
     def _check_rules(self, where, definition, in_nodes, attrs, shape, dtype):
         """The recorded node must be what building the op on the recorded inputs gives: ``infer`` runs

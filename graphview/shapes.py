@@ -1,8 +1,11 @@
-"""Shape rules shared by op families: broadcasting and axis normalization.
+"""Shape rules shared by op families: broadcasting, axis normalization, and the sizes NumPy can hold.
 
 A shape is a tuple whose entries are ints or None (unknown until run time).
 """
-from graphview.errors import ShapeError
+import numpy as np
+
+from graphview import dtypes
+from graphview.errors import GraphviewError, ShapeError
 
 
 def format_shape(shape):
@@ -77,3 +80,53 @@ def known_size(shape):
             return None
         size *= d
     return size
+
+
+# --- sizes NumPy can hold (checked when a node or a stored value is made) ------------------
+
+MAX_RANK = 64           # NumPy's limit on the number of dimensions
+MAX_BYTES = 2 ** 63 - 1  # NumPy's limit on size * itemsize (int64 strides and offsets)
+
+
+def check_size(shape, dtype, what):
+    """Refuse a shape NumPy could never allocate: more than 64 axes, or too many bytes.
+
+    Unknown (None) sizes are skipped; like NumPy, size-0 axes do not excuse the others."""
+    if len(shape) > MAX_RANK:
+        raise ShapeError(f"{what}: a shape of rank {len(shape)} has more than NumPy's {MAX_RANK} dimensions")
+    itemsize = np.dtype(dtype).itemsize if dtype is not None else 1
+    total = itemsize
+    for dim in shape:
+        if dim is not None and dim > 0:
+            total *= dim
+    if total > MAX_BYTES:
+        raise ShapeError(f"{what}: shape {format_shape(shape)} of {np.dtype(dtype).name if dtype is not None else 'any dtype'} "
+                         f"needs {total} bytes; an array holds at most 2**63 - 1")
+
+
+def check_shape(shape, what, allow_none):
+    """``shape`` (an int or a sequence of ints, None allowed where ``allow_none``) as a tuple of ints."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise ShapeError(f"{what}: shape {shape!r} is not a tuple of ints") from None
+    for dim in shape:
+        if dim is None and allow_none:
+            continue
+        if isinstance(dim, bool) or not hasattr(dim, "__index__"):
+            raise ShapeError(f"{what}: shape {shape!r} holds {dim!r}, which is not an int")
+        if dim.__index__() < 0:
+            raise ShapeError(f"{what}: shape {shape!r} has a negative size {dim}")
+    return tuple(d if d is None else d.__index__() for d in shape)
+
+
+def as_array(value, dtype, what):
+    """A C-ordered copy of ``value`` in ``dtype`` (None: NumPy's choice), refused unless graphview has its dtype."""
+    try:
+        array = np.array(value, dtype=dtype, copy=True, order="C")
+    except (TypeError, ValueError) as error:
+        raise GraphviewError(f"{what}: cannot make an array of {type(value).__name__}: {error}") from None
+    dtypes.as_dtype(array.dtype, what)
+    return array

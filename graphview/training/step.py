@@ -6,7 +6,7 @@ values from the forward graph's store at run time; asking its executor for the
 loss nodes and the gradient nodes at once computes the forward pass once.
 """
 from graphview import runstate
-from graphview.autodiff import _feeds_for, gradient_graph
+from graphview.autodiff import gradient_graph
 from graphview.execution import executor_of
 
 
@@ -26,7 +26,7 @@ class GradientStep:
     def __call__(self, placeholders, listeners=(), step=None):
         """``step`` numbers the training step (dropout draws a new mask per step); by default this
         object counts its own calls."""
-        feeds = _feeds_for(self.forward, self.gradient.graph, placeholders)
+        feeds = self.gradient.feeds(placeholders)
         watching = list(self.forward.listeners) + list(listeners)
         if step is None:
             step, self.calls = self.calls, self.calls + 1

@@ -1,7 +1,7 @@
 """Updaters: SGD (momentum, Nesterov), Adam, AdamW and RMSProp, run as in-place Numba kernels.
 
 An updater changes a graph's VARIABLE values by writing into the arrays the
-graph stores for them (``g._values``), through the kernels in
+graph stores for them (``g.store``), through the kernels in
 ``kernels/updaters.py`` (each declares what it writes in ``WRITES``). Besides
 ``g.set_value``, this is the one sanctioned way a variable's value changes: it
 keeps each parameter in one buffer for the whole of training, so a step
@@ -95,7 +95,7 @@ def _parameter(graph, name):
     node = graph.node(name)
     if node.kind is not Kind.VARIABLE:
         raise GraphviewError(f"updater: {name!r} is a {node.kind}; only VARIABLEs are trained")
-    param = graph._held(name)
+    param = graph.stored(name)
     if not param.flags.c_contiguous or not param.flags.writeable:
         # Never expected (the graph stores C-contiguous copies); checked so a write can never be lost.
         raise GraphviewError(f"updater: the stored value of {name!r} is not a writable C-contiguous array")

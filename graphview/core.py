@@ -1,0 +1,290 @@
+"""The graph core: nodes, names, stored values and losses, and the walk, copy and feed check they share.
+
+Nodes are frozen records added in topological order (an op's inputs must exist before it), so
+creation order is always a valid execution order. ``GraphCore`` is what the modules under the
+``Graph`` facade (building, execution, autodiff, the loader, the checkers) use, by public names, so
+the facade can change without breaking them. They make a new graph with :func:`new_graph`, which
+instantiates the class ``graphview/graph.py`` registers, so none of them imports the facade
+(ADR 0017).
+"""
+import contextlib
+import threading
+
+import networkx as nx
+import numpy as np
+
+from graphview import dtypes
+from graphview.errors import (DTypeError, GraphviewError, NameConflictError, PlaceholderError, ShapeError,
+                              UnknownNameError, did_you_mean)
+from graphview.shapes import as_array, check_shape, check_size, format_shape
+from graphview.variable import Kind, Node, Variable
+
+_graph_class = []   # the class new_graph instantiates: graph.py's Graph once it is imported
+
+
+def register_graph_class(graph_class):
+    """Make ``graph_class`` (graph.py's ``Graph``) the class :func:`new_graph` instantiates."""
+    _graph_class[:] = [graph_class]
+
+
+def new_graph(name=None):
+    """A new, empty graph of the registered class (a bare GraphCore before graph.py is imported)."""
+    return (_graph_class[0] if _graph_class else GraphCore)(name)
+
+
+class GraphCore:
+    """Nodes in creation order, their names, the stored values of variables and constants, and the losses.
+
+    ``store`` maps each VARIABLE and CONSTANT to its array (a ChainMap over the forward graph's store
+    in a gradient graph); ``loss_names`` are the loss nodes; ``lock`` guards every addition."""
+
+    _count = 0
+
+    def __init__(self, name=None):
+        GraphCore._count += 1
+        self.name = name or f"graph{GraphCore._count}"
+        self.store = {}
+        self.loss_names = ()
+        self.lock = threading.RLock()
+        self.listeners = []
+        self._nodes = {}
+        self._order = []
+        self._nx = nx.MultiDiGraph()
+        self._scopes = []
+        self._counters = {}
+
+    # --- reading ---------------------------------------------------------------
+
+    def node(self, name):
+        try:
+            return self._nodes[name]
+        except KeyError:
+            raise UnknownNameError(f"graph {self.name!r} has no variable named {name!r}"
+                                   f"{did_you_mean(name, self._order)}") from None
+
+    def __contains__(self, name):
+        return name in self._nodes
+
+    def __getitem__(self, name):
+        self.node(name)
+        return Variable(self, name)
+
+    def variables(self):
+        """Every variable, in creation order."""
+        return [Variable(self, name) for name in self._order]
+
+    def nodes(self):
+        return [self._nodes[name] for name in self._order]
+
+    def value(self, name):
+        """A copy of the stored value of a VARIABLE or CONSTANT."""
+        node = self.node(name)
+        if node.kind not in (Kind.VARIABLE, Kind.CONSTANT):
+            raise GraphviewError(f"{name!r} is a {node.kind}; only variables and constants hold values")
+        return self.store[name].copy()
+
+    def stored(self, name):
+        """The stored array itself (not a copy): for the executor, the updaters and the loader."""
+        return self.store[name]
+
+    @property
+    def losses(self):
+        return tuple(Variable(self, name) for name in self.loss_names)
+
+    def ancestors(self, names):
+        """The names of every node that ``names`` depend on, themselves included."""
+        seen, stack = set(), list(names)
+        while stack:
+            name = stack.pop()
+            if name not in seen:
+                seen.add(name)
+                stack.extend(self.node(name).inputs)
+        return seen
+
+    # --- naming ----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def name_scope(self, scope):
+        """Prefix every name created inside the block with ``scope/``."""
+        if not isinstance(scope, str) or not scope or "/" in scope:
+            raise GraphviewError(f"name_scope: {scope!r} is not a non-empty name without '/'")
+        self._scopes.append(scope)
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+
+    def _scoped(self, name):
+        return "/".join(self._scopes + [name])
+
+    def new_name(self, name, default):
+        """``name`` in the current scope (refused if taken), or a fresh numbered name from ``default``."""
+        with self.lock:
+            if name is not None:
+                if not isinstance(name, str) or not name:
+                    raise GraphviewError(f"a variable name must be a non-empty string, not {name!r}")
+                full = self._scoped(name)
+                if full in self._nodes:
+                    raise NameConflictError(f"graph {self.name!r} already has a variable named {full!r}")
+                return full
+            base = self._scoped(default)
+            count = self._counters.get(base, 0)
+            full = base if count == 0 else f"{base}_{count}"
+            while full in self._nodes:
+                count += 1
+                full = f"{base}_{count}"
+            self._counters[base] = count + 1
+            return full
+
+    def name_of(self, value):
+        """The node name a Variable of this graph or a name of one of its nodes stands for."""
+        if isinstance(value, Variable):
+            self.check_owned(value)
+            return value.name
+        if isinstance(value, str):
+            self.node(value)
+            return value
+        raise GraphviewError(f"expected a variable or a variable name, got {type(value).__name__} {value!r}")
+
+    def check_owned(self, value):
+        """Refuse a Variable of another graph (anything else passes)."""
+        if isinstance(value, Variable) and value.graph is not self:
+            raise GraphviewError(f"variable {value.name!r} belongs to graph {value.graph.name!r}, not {self.name!r}")
+
+    # --- adding ----------------------------------------------------------------
+
+    def add_node(self, name, kind, op, inputs, attrs, shape, dtype):
+        """Append one node, already checked, under the exact name ``name``."""
+        with self.lock:
+            if name in self._nodes:
+                raise NameConflictError(f"graph {self.name!r} already has a variable named {name!r}")
+            node = Node(name=name, kind=kind, op=op, inputs=tuple(inputs), attrs=attrs,
+                        shape=tuple(shape), dtype=np.dtype(dtype), index=len(self._order))
+            self._nodes[name] = node
+            self._order.append(name)
+            self._nx.add_node(name, kind=str(kind), op=op)
+            for position, source in enumerate(node.inputs):
+                self._nx.add_edge(source, name, position=position)
+        return Variable(self, name)
+
+    def placeholder(self, name, shape=None, dtype="float64"):
+        """A value fed at run time; a dim of ``shape`` may be None (any size)."""
+        dtype = dtypes.as_dtype(dtype, f"placeholder {name!r}")
+        shape = check_shape(shape, f"placeholder {name!r}", allow_none=True)
+        check_size(shape, dtype, f"placeholder {name!r}")
+        return self.add_node(self.new_name(name, "placeholder"), Kind.PLACEHOLDER, None, (), (), shape, dtype)
+
+    def var(self, name, value, dtype=None):
+        """A trainable variable holding a copy of ``value``."""
+        return self._add_valued(name, value, dtype, Kind.VARIABLE)
+
+    def constant(self, name, value, dtype=None):
+        """A constant holding a copy of ``value``."""
+        return self._add_valued(name, value, dtype, Kind.CONSTANT)
+
+    def _add_valued(self, name, value, dtype, kind):
+        array = as_array(value, dtype, f"{kind.value.lower()} {name!r}")
+        full = self.new_name(name, kind.value.lower())
+        variable = self.add_node(full, kind, None, (), (), array.shape, array.dtype)
+        self.store[full] = array
+        return variable
+
+    def constant_like(self, value, partner_dtype):
+        """A Python scalar or array as an auto-named CONSTANT, with weak scalar typing."""
+        if isinstance(value, np.ndarray):
+            array = as_array(value, None, "constant")
+        else:
+            if not isinstance(value, (bool, int, float, np.number, np.bool_)):
+                raise GraphviewError(
+                    f"{type(value).__name__} {value!r} cannot be an op input; use a graph variable, "
+                    "a number or a NumPy array")
+            array = np.asarray(value, dtype=dtypes.weak_scalar_dtype(value, partner_dtype))
+        full = self.new_name(None, "const")
+        variable = self.add_node(full, Kind.CONSTANT, None, (), (), array.shape, array.dtype)
+        self.store[full] = array
+        return variable
+
+    def set_value(self, name, value):
+        """Replace a VARIABLE's value; the shape and dtype must stay the same."""
+        node = self.node(name.name if isinstance(name, Variable) else name)
+        if node.kind != Kind.VARIABLE:
+            raise GraphviewError(f"set_value: {node.name!r} is a {node.kind}; only VARIABLEs can be set")
+        array = np.asarray(value)
+        if array.shape != node.shape:
+            raise ShapeError(f"set_value: {node.name!r} has shape {format_shape(node.shape)}, "
+                             f"the new value has shape {format_shape(array.shape)}")
+        if array.dtype != node.dtype and not np.can_cast(array.dtype, node.dtype, "safe"):
+            raise DTypeError(f"set_value: {node.name!r} has dtype {node.dtype.name}, "
+                             f"the new value has dtype {array.dtype.name}, which does not cast safely")
+        self.store[node.name] = np.array(array, dtype=node.dtype, order="C", copy=True)
+
+    def set_loss(self, *losses):
+        """Declare the loss variables; several are summed."""
+        names = []
+        for loss in losses:
+            if isinstance(loss, (list, tuple)):
+                names.extend(self.name_of(item) for item in loss)
+            else:
+                names.append(self.name_of(loss))
+        for name in names:
+            if not dtypes.is_float(self.node(name).dtype):
+                raise DTypeError(f"set_loss: {name!r} has dtype {self.node(name).dtype.name}; a loss must be floating point")
+        if not names:
+            raise GraphviewError("set_loss: give at least one loss variable")
+        for position, name in enumerate(names):
+            if name in names[:position]:
+                raise GraphviewError(f"set_loss: {name!r} is given twice; each loss is summed once")
+        self.loss_names = tuple(names)
+
+    # --- copying ---------------------------------------------------------------
+
+    def clone(self, name, keep=None, rewrite=None, store=None, keep_losses=True):
+        """A new graph ``name`` holding this graph's nodes in order, only those in ``keep`` when given.
+
+        ``rewrite(node, clone)`` gives the node to add in place of each one (it may add nodes to the
+        clone first, e.g. a placeholder the rewritten node reads). The clone reads its values from
+        ``store`` when given (shared with, or layered over, this graph's); otherwise it holds its own
+        copy of each stored value, in its node's (possibly rewritten) dtype. ``keep_losses`` copies
+        the loss names."""
+        graph = new_graph(name)
+        if store is not None:
+            graph.store = store
+        for node in self.nodes():
+            if keep is not None and node.name not in keep:
+                continue
+            original = node.name
+            if rewrite is not None:
+                node = rewrite(node, graph)
+            graph.add_node(node.name, node.kind, node.op, node.inputs, node.attrs, node.shape, node.dtype)
+            if store is None and node.kind in (Kind.VARIABLE, Kind.CONSTANT):
+                graph.store[node.name] = np.array(self.store[original], dtype=node.dtype, order="C", copy=True)
+        if keep_losses:
+            graph.loss_names = self.loss_names
+        return graph
+
+    # --- feeding ---------------------------------------------------------------
+
+    def check_feeds(self, placeholders, needed=(), purpose="", convert=None):
+        """The values of the placeholder nodes in ``needed``, after checking ``placeholders``: a dict
+        whose every key is a placeholder of this graph, holding each needed one (needed for
+        ``purpose``). ``convert(node, value)``, when given, makes each value the array returned."""
+        if not isinstance(placeholders, dict):
+            raise PlaceholderError(f"placeholders must be a dict of name to array, not {type(placeholders).__name__}")
+        for name in placeholders:
+            if name not in self._nodes:
+                known = [n.name for n in self.nodes() if n.kind is Kind.PLACEHOLDER]
+                raise PlaceholderError(f"unknown placeholder {name!r}{did_you_mean(name, known)}; "
+                                       f"the graph's placeholders are: {', '.join(known) or 'none'}")
+            if self._nodes[name].kind is not Kind.PLACEHOLDER:
+                raise PlaceholderError(f"{name!r} is a {self._nodes[name].kind}, not a placeholder; it cannot be fed")
+        feeds = {}
+        for node in needed:
+            if node.kind is not Kind.PLACEHOLDER:
+                continue
+            if node.name not in placeholders:
+                raise PlaceholderError(
+                    f"missing placeholder {node.name!r} ({format_shape(node.shape)} {node.dtype.name}), "
+                    f"needed for {purpose}")
+            value = placeholders[node.name]
+            feeds[node.name] = value if convert is None else convert(node, value)
+        return feeds

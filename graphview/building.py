@@ -3,36 +3,67 @@
 What a node is (arity, attributes, promotion target, shape and dtype rules, their errors) is
 decided by :mod:`graphview.infer`, which loading calls too; this module converts the inputs to
 variables, inserts the ``cast`` nodes ``infer.promotion`` names, so kernels only ever see the
-dtypes their op computes in, runs the dims hook of ``graphview.layouts.table`` and adds the node.
+dtypes their op computes in, turns Dim-valued axes into axis numbers, builds an op over a dim with
+lengths as its masked form (:mod:`graphview.masking`), adds the node and carries the inputs' dims
+to it (:mod:`graphview.layouts.dimrules`).
 """
 import numpy as np
 
-from graphview import dtypes, infer
+from graphview import attributes, dtypes, infer, masking
+from graphview.dims import Dim, DimError
 from graphview.errors import GraphviewError
-from graphview.graph import check_size
-from graphview.layouts import table as dim_table
+from graphview.layouts import dimrules, table
+from graphview.ops.math import cast
+from graphview.shapes import check_size
 from graphview.variable import Kind, Variable
 
 
 def build_op(graph, definition, inputs, attrs, name):
     op = definition.name
-    # The arity and the declared attributes are checked before any node (a cast, a constant) is added.
-    attrs = infer.check_arguments(definition, [(_label(v), _shape_of(v)) for v in inputs], attrs,
-                                  f"{op}{f' {name!r}' if name else ''}: ")
+    prefix = f"{op}{f' {name!r}' if name else ''}: "
+    # The arity and the declared attributes are checked before any node (a cast, a constant) is added;
+    # a value holding a gv.Dim is checked once it is an axis number of input 0 (_resolve_dims).
+    attrs = infer.check_arguments(definition, [(_label(v), _shape_of(v)) for v in inputs], attrs, prefix)
     variables = _as_variables(graph, op, inputs)
     variables = _promote(definition, variables)
-    # Dim-valued axes become ints; reductions over dims with lengths are masked (ADR 0014).
-    attrs, masked = dim_table.before_op(graph, definition, variables, attrs, name)
+    attrs = _resolve_dims(definition, variables, attrs, prefix)
+    masked = masking.before(graph, definition, variables, attrs, name)   # ADR 0014
     if masked is not None:
         return masked
     frozen = infer.freeze_attrs(op, attrs)
     described = _inputs(variables)
     shape, dtype = infer.result(definition, described, frozen, name)
     check_size(shape, dtype, f"{op}{infer.describe(name, described, frozen)}")
-    full = graph._new_name(name, op)
-    result = graph._add_node(full, Kind.ARRAY, op, [v.name for v in variables], frozen, shape, dtype)
-    dim_table.after_op(graph, definition, variables, result)  # carry dims to the output
+    full = graph.new_name(name, op)
+    result = graph.add_node(full, Kind.ARRAY, op, [v.name for v in variables], frozen, shape, dtype)
+    dimrules.carry(graph, definition, variables, result)
     return result
+
+
+def _holds_dim(value):
+    return isinstance(value, Dim) or (isinstance(value, (list, tuple)) and any(_holds_dim(v) for v in value))
+
+
+def _axes_of(op, value, x):
+    if isinstance(value, Dim):
+        return table.axis_of(x, value, op)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_axes_of(op, v, x) for v in value)
+    return value
+
+
+def _resolve_dims(definition, variables, attrs, prefix):
+    """Attributes holding a gv.Dim (``axis=time``) with each Dim replaced by its axis of input 0, then
+    checked by their declarations as every other value was (``(t, 0.5)`` is an OpArgumentError naming
+    the op, as ``(1, 0.5)`` is)."""
+    held = [key for key, value in attrs.items() if _holds_dim(value)]
+    if not held:
+        return attrs
+    if not variables:
+        raise DimError(f"{definition.name}: a dim was given but the op has no input to find it in")
+    resolved = {key: _axes_of(definition.name, attrs[key], variables[0]) for key in held}
+    checked = attributes.check(definition, resolved, [(repr(v.name), v.node.shape) for v in variables], prefix)
+    return {**attrs, **checked}
 
 
 def _inputs(variables):
@@ -80,7 +111,6 @@ def _promote(definition, variables):
     casts = infer.promotion(definition, _inputs(variables))
     if not casts:
         return variables
-    from graphview.ops.math import cast
     promoted = list(variables)
     for p, target in casts:
         promoted[p] = cast(promoted[p], target)

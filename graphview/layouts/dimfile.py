@@ -29,7 +29,7 @@ OPERATIONS = tuple(dimmath.SYMBOLS)
 
 def write(graph):
     """The dims keys for ``graph.json`` as a dict (empty when the graph has no dims)."""
-    found = table.table(graph, create=False)
+    found = table.dims_table(graph, create=False)
     if found is None or not (found.dims or found.lengths):
         return {}
     order, index = [], {}
@@ -125,7 +125,7 @@ def read(document, graph, fail):
         subset, source = (dims[_reference(i, len(dims), where, fail)] for i in entry)
         if subset is source or subset in table.subset_sources(graph, source) or subset is batch_dim:
             fail(f"{where}: {subset!r} cannot be a subset of {source!r}")
-        table.table(graph).subsets[subset] = source
+        table.dims_table(graph).subsets[subset] = source
 
 
 def _dim(record, made, where, fail):

@@ -6,9 +6,10 @@ read. These ops are used directly (``g.math.masked_sum(x, lengths, axis=...)``)
 or, far more often, implicitly: when a graph knows the lengths of a dim (a
 placeholder declared with ``lengths=``), ``sum``, ``mean``, ``max``, ``min``,
 ``logsumexp``, ``softmax``, ``log_softmax``, ``softmax_cross_entropy`` and
-``mean_squared_error`` over that dim are built as their masked versions
-(see :func:`graphview.ops.masked_redirect.redirect`). Inside ``with gv.unmasked():``
-they are not.
+``mean_squared_error`` over that dim are built as their masked versions, and
+``prod``, ``argmax`` and ``argmin`` on the padding replaced by a neutral value:
+each plain op's :class:`Masked` spec, registered at the end of this file, says how
+(:mod:`graphview.masking` reads them). Inside ``with gv.unmasked():`` they are not.
 
 Over no valid element, sum gives 0, mean NaN, max -inf, min +inf, logsumexp -inf.
 Integer sum, max, min and count are exact and keep an integer dtype, as the unmasked
@@ -16,15 +17,23 @@ reductions and NumPy do (sum and count give int64; max and min x's dtype, and ov
 valid element the dtype's lowest / highest value); mean, logsumexp, softmax and the
 losses compute in floating point, so integer inputs are cast to float64.
 """
+import dataclasses
 import math
+from typing import Callable, Optional, Union
 
 import numpy as np
 
 from graphview import attributes, dtypes
-from graphview.errors import ExecutionError, ShapeError
+from graphview.dims import DimError, batch_dim
 from graphview.layouts import table
-from graphview.registry import defop
-from graphview.shapes import format_shape, normalize_axes, normalize_axis
+from graphview.ops import loss, nn  # noqa: F401  (the plain ops given masked forms at the end)
+from graphview.ops.masked_common import (canonical, check_axes, check_lengths_dtype, checked_lengths, mask_array,
+                                         place)
+from graphview.ops.masked_loss import masked_softmax_cross_entropy
+from graphview.ops.math import square, sub
+from graphview.ops.reduce import reduced_shape
+from graphview.registry import defmasked, defop
+from graphview.shapes import normalize_axes
 from graphview.testing import Sample, transposed
 from graphview_kernels import masked as kernels
 from graphview_kernels.elementwise import copy as copy_kernel
@@ -33,69 +42,22 @@ MODES = {"masked_sum": kernels.SUM, "masked_mean": kernels.MEAN, "masked_max": k
          "masked_min": kernels.MIN, "masked_logsumexp": kernels.LOGSUMEXP, "masked_count": kernels.COUNT}
 
 
-# --- launch helpers -----------------------------------------------------------------------
-
-def _check_axes(x, lengths, batch_axis, time_axis):
-    rank = len(x)
-    b, t = normalize_axis(batch_axis, rank), normalize_axis(time_axis, rank)
-    if b == t:
-        raise ShapeError(f"the batch axis and the time axis are both axis {b}")
-    if len(lengths) != 1:
-        raise ShapeError(f"lengths must be 1-D (one length per batch entry), not {format_shape(lengths)}")
-    if None not in (lengths[0], x[b]) and lengths[0] != x[b]:
-        raise ShapeError(f"{lengths[0]} lengths for a batch axis of size {x[b]} (input {format_shape(x)})")
-    return b, t
-
-
-def _lengths_dtype(lengths):
-    if not dtypes.is_integer(lengths):
-        raise dtypes.DTypeError(f"lengths have dtype {lengths.name}; they must be int32 or int64")
-
-
-def checked_lengths(op, lengths, x, b, t):
-    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
-    bad = kernels.first_bad_length(lengths, x.shape[t])
-    if bad >= 0:
-        raise ExecutionError(f"{op}: length {int(lengths[bad])} of batch entry {bad} is outside [0, {x.shape[t]}], "
-                             f"the padded size of axis {t} (input shape {format_shape(x.shape)})")
-    return lengths
-
-
-def canonical(x, b, t, last=()):
-    """x moved to (b, t, other axes..., ``last`` axes...) and made C-contiguous."""
-    other = [a for a in range(x.ndim) if a not in (b, t) and a not in last]
-    order = [b, t] + other + list(last)
-    moved = x.transpose(order)
-    if not moved.flags.c_contiguous:
-        copy = np.empty(moved.shape, x.dtype)
-        copy_kernel(moved, copy)
-        moved = copy
-    return moved, order
-
-
-def place(result, order, out, kept):
-    """Write ``result`` (axes in ``order``) into ``out`` (the axes ``kept``, in their original order)."""
-    arranged = result.transpose([order.index(a) for a in kept])
-    copy_kernel(arranged, out)
-
-
 # --- reductions ---------------------------------------------------------------------------
 
 def _reduce_shape(x, lengths, axis=None, keepdims=False, batch_axis=0, time_axis=1):
-    from graphview.ops.reduce import reduced_shape
-    _check_axes(x, lengths, batch_axis, time_axis)
+    check_axes(x, lengths, batch_axis, time_axis)
     return reduced_shape(x, axis, keepdims)
 
 
 def _reduce_dtype(x, lengths, **attrs):
-    _lengths_dtype(lengths)
+    check_lengths_dtype(lengths)
     return x
 
 
 def _sum_dtype(x, lengths, **attrs):
     """sum and count: x's dtype if it is floating point (so a float32 gradient stays float32), else
     int64, as the unmasked sum."""
-    _lengths_dtype(lengths)
+    check_lengths_dtype(lengths)
     return x if dtypes.is_float(x) else dtypes.INT64
 
 
@@ -134,15 +96,6 @@ def _reduce_kernel(op):
         place(result.reshape([x.shape[a] for a in kept_order]), kept_order,
               out.reshape([x.shape[a] for a in kept]), kept)
     return launch
-
-
-def mask_array(x, lengths, batch_axis, time_axis):
-    """NumPy reference: the bool mask of valid entries, broadcast to x's shape."""
-    b, t = batch_axis % x.ndim, time_axis % x.ndim
-    valid = np.arange(x.shape[t])[None, :] < np.asarray(lengths)[:, None]
-    shape = [1] * x.ndim
-    shape[b], shape[t] = x.shape[b], x.shape[t]
-    return np.broadcast_to((valid if b < t else valid.T).reshape(shape), x.shape)
 
 
 def _reduce_reference(op):
@@ -215,66 +168,33 @@ def _reduce_samples(finite_when_empty=False, zero_lengths=True):
     return samples
 
 
-def _sum_vjp(g, out, x, lengths, axis=None, keepdims=False, batch_axis=0, time_axis=1):
-    from graphview.ops.math import where
-    from graphview.ops.reduce import _expand_back
-    return (where(sequence_mask(lengths, x, batch_axis=batch_axis, time_axis=time_axis),
-                  _expand_back(g, x, axis, keepdims), 0.0), None)
-
-
-def _mean_vjp(g, out, x, lengths, axis=None, keepdims=False, batch_axis=0, time_axis=1):
-    from graphview.ops.math import div
-    count = masked_count(x, lengths, axis=axis, keepdims=keepdims, batch_axis=batch_axis, time_axis=time_axis)
-    return _sum_vjp(div(g, count), out, x, lengths, axis, keepdims, batch_axis, time_axis)
-
-
-def _extreme_vjp(g, out, x, lengths, axis=None, keepdims=False, batch_axis=0, time_axis=1):
-    from graphview.ops.math import cast, div, eq, mul
-    from graphview.ops.reduce import _expand_back
-    hits = cast(eq(x, _expand_back(out, x, axis, keepdims)), x.dtype)
-    ties = masked_sum(hits, lengths, axis=axis, keepdims=keepdims, batch_axis=batch_axis, time_axis=time_axis)
-    spread = _sum_vjp(div(g, ties), out, x, lengths, axis, keepdims, batch_axis, time_axis)[0]
-    return (mul(hits, spread), None)
-
-
-def _logsumexp_vjp(g, out, x, lengths, axis=None, keepdims=False, batch_axis=0, time_axis=1):
-    from graphview.ops.math import exp, mul, sub, where
-    from graphview.ops.reduce import _expand_back
-    mask = sequence_mask(lengths, x, batch_axis=batch_axis, time_axis=time_axis)
-    # softmax over the valid entries, shifted twice so that out's rounding cancels (see reduce.py).
-    shifted = sub(where(mask, x, 0.0), _expand_back(out, x, axis, keepdims))
-    correction = masked_logsumexp(shifted, lengths, axis=axis, keepdims=True, batch_axis=batch_axis,
-                                  time_axis=time_axis)
-    weights = exp(sub(shifted, correction))
-    return (where(mask, mul(_expand_back(g, x, axis, keepdims), weights), 0.0), None)
-
-
 # The batch and time axes of a masked op's input x (gv.attrs declarations, ADR 0016).
 SEQUENCE_AXES = {"batch_axis": attributes.Axis(), "time_axis": attributes.Axis()}
 
 
-def _declare_reduction(op, vjp, doc):
+def _declare_reduction(op, doc, differentiable=None):
     exact = op in INTEGER_DTYPES
     return defop(op, shape=_reduce_shape, dtype=INTEGER_DTYPES.get(op, _reduce_dtype), kernel=_reduce_kernel(op),
-                 vjp=vjp, differentiable=vjp is not None, promote=None if exact else "float",
+                 differentiable=differentiable, promote=None if exact else "float",
                  promote_inputs=(0,), accepts=dtypes.NUMERIC,
                  samples=_reduce_samples(op in ("masked_sum", "masked_count")), reference=_reduce_reference(op), family="masked", doc=doc,
                  attrs={"axis": attributes.Axis(many=True, none=True), "keepdims": attributes.Bool(), **SEQUENCE_AXES})
 
 
-masked_sum = _declare_reduction("masked_sum", _sum_vjp, "Sum over axis of the entries before each sequence's length.")
-masked_mean = _declare_reduction("masked_mean", _mean_vjp, "Mean over axis of the entries before each length.")
-masked_max = _declare_reduction("masked_max", _extreme_vjp, "Maximum over axis of the entries before each length.")
-masked_min = _declare_reduction("masked_min", _extreme_vjp, "Minimum over axis of the entries before each length.")
-masked_logsumexp = _declare_reduction("masked_logsumexp", _logsumexp_vjp,
+masked_sum = _declare_reduction("masked_sum", "Sum over axis of the entries before each sequence's length.")
+masked_mean = _declare_reduction("masked_mean", "Mean over axis of the entries before each length.")
+masked_max = _declare_reduction("masked_max", "Maximum over axis of the entries before each length.")
+masked_min = _declare_reduction("masked_min", "Minimum over axis of the entries before each length.")
+masked_logsumexp = _declare_reduction("masked_logsumexp",
                                       "log(sum(exp(x))) over axis of the entries before each length.")
-masked_count = _declare_reduction("masked_count", None, "How many entries before each length each output sums.")
+masked_count = _declare_reduction("masked_count", "How many entries before each length each output sums.",
+                                  differentiable=False)
 
 
 # --- the mask itself ------------------------------------------------------------------------
 
 def _mask_shape(lengths, like, batch_axis=0, time_axis=1):
-    b, t = _check_axes(like, lengths, batch_axis, time_axis)
+    b, t = check_axes(like, lengths, batch_axis, time_axis)
     return tuple(like[i] if i in (b, t) else 1 for i in range(len(like)))
 
 
@@ -299,7 +219,7 @@ def _mask_samples():
 
 
 _sequence_mask = defop("sequence_mask", shape=_mask_shape, kernel=_mask_kernel,
-                       dtype=lambda lengths, like, **attrs: (_lengths_dtype(lengths), dtypes.BOOL)[1],
+                       dtype=lambda lengths, like, **attrs: (check_lengths_dtype(lengths), dtypes.BOOL)[1],
                        differentiable=False, accepts=dtypes.ALL, samples=_mask_samples, reference=_mask_reference,
                        family="masked", doc="True where t < lengths[b]: like's shape with 1 on the other axes.",
                        attrs={"batch_axis": attributes.Axis(input="like"), "time_axis": attributes.Axis(input="like")})
@@ -308,16 +228,25 @@ _sequence_mask = defop("sequence_mask", shape=_mask_shape, kernel=_mask_kernel,
 def sequence_mask(lengths, like, batch_axis=0, time_axis=1):
     """The cached bool mask of ``like``'s valid entries (shape: like's, with 1 off the batch/time axes)."""
     key = ("mask", lengths.name, like.name, batch_axis % len(like.shape), time_axis % len(like.shape))
-    entries = table.table(like.graph)
+    entries = table.dims_table(like.graph)
     if key not in entries.cache:
         entries.cache[key] = _sequence_mask(lengths, like, batch_axis=batch_axis, time_axis=time_axis).name
     return like.graph[entries.cache[key]]
 
 
+def mask_of(x, dim):
+    """The cached bool mask of the valid entries of ``x`` along its dynamic ``dim`` (1 on other axes)."""
+    lengths = table.lengths_of(x.graph, dim)
+    if lengths is None:
+        raise DimError(f"mask_of: {dim!r} has no lengths in graph {x.graph.name!r}")
+    return sequence_mask(lengths, x, batch_axis=table.axis_of(x, batch_dim, "mask_of"),
+                         time_axis=table.axis_of(x, dim, "mask_of"))
+
+
 # --- softmax over the dynamic axis -------------------------------------------------------------
 
 def _softmax_shape(x, lengths, batch_axis=0, time_axis=1):
-    _check_axes(x, lengths, batch_axis, time_axis)
+    check_axes(x, lengths, batch_axis, time_axis)
     return x
 
 
@@ -362,34 +291,16 @@ def _softmax_samples():
                    constant_inputs=(1,))]
 
 
-def _softmax_vjp(g, out, x, lengths, batch_axis=0, time_axis=1):
-    from graphview.ops.math import mul, sub
-    total = masked_sum(mul(g, out), lengths, axis=time_axis, keepdims=True, batch_axis=batch_axis,
-                       time_axis=time_axis)
-    return (mul(out, sub(g, total)), None)
-
-
-def _log_softmax_vjp(g, out, x, lengths, batch_axis=0, time_axis=1):
-    from graphview.ops.math import exp, mul, sub, where
-    mask = sequence_mask(lengths, x, batch_axis=batch_axis, time_axis=time_axis)
-    total = masked_sum(g, lengths, axis=time_axis, keepdims=True, batch_axis=batch_axis, time_axis=time_axis)
-    return (where(mask, sub(g, mul(exp(out), total)), 0.0), None)
-
-
-def _declare_softmax(op, log, vjp, doc):
-    return defop(op, shape=_softmax_shape, dtype=_reduce_dtype, kernel=_softmax_kernel(log, op), vjp=vjp,
+def _declare_softmax(op, log, doc):
+    return defop(op, shape=_softmax_shape, dtype=_reduce_dtype, kernel=_softmax_kernel(log, op),
                  promote="float", promote_inputs=(0,), accepts=dtypes.NUMERIC, samples=_softmax_samples,
                  reference=_softmax_reference(log), family="masked", doc=doc, attrs=SEQUENCE_AXES)
 
 
-masked_softmax = _declare_softmax("masked_softmax", False, _softmax_vjp,
+masked_softmax = _declare_softmax("masked_softmax", False,
                                   "Softmax along the time axis over t < lengths[b]; 0 at padding.")
-masked_log_softmax = _declare_softmax("masked_log_softmax", True, _log_softmax_vjp,
+masked_log_softmax = _declare_softmax("masked_log_softmax", True,
                                       "Log-softmax along the time axis over t < lengths[b]; 0 at padding.")
-
-
-# The softmax cross-entropy lives in masked_loss.py; it needs the helpers above.
-from graphview.ops.masked_loss import masked_softmax_cross_entropy  # noqa: E402
 
 
 # --- public functions -----------------------------------------------------------------------------
@@ -428,3 +339,55 @@ def _public_entropy(logits, labels, lengths, *, batch_axis=0, time_axis=1, name=
 
 
 PUBLIC["masked_softmax_cross_entropy"] = _public_entropy
+
+
+# --- which plain ops are built masked, and how (graphview/masking.py reads the specs) --------------
+
+@dataclasses.dataclass(frozen=True)
+class Masked:
+    """How a plain op is built when it reduces over a dim with lengths, registered on the plain op with
+    ``registry.defmasked`` (graphview.masking reads it when building).
+
+    ``op``: the masked op's name (found in the registry when building), a function composing one
+    (called as a masked op is: the plain op's inputs, then the lengths), or None: ``where`` replaces
+    the padding by ``where_neutral`` and the plain op is built on the result.
+    ``axes``: which of the input's axes the op reduces over, so that a dim with lengths there masks it:
+    "attribute" (its ``axis``, None for every axis; several dims with lengths are masked together),
+    "attribute or last" (its one ``axis``, the last by default), "all but last" (not the class axis), "all".
+    ``where_neutral``: what the padding of a dim masked by ``where`` becomes: a value, or "lowest" /
+    "highest" (of the input's dtype).
+    ``passes``: (attribute, default) pairs handed on to the masked op.
+    ``inputs``: the inputs whose dims are looked at, in order; the first with a dim with lengths is masked.
+    ``sum_op``: for a mean, the masked sum that, divided by the count of valid entries, gives the mean
+    over several dims with lengths.
+    """
+    op: Union[str, Callable, None]
+    axes: str = "attribute"
+    where_neutral: object = None
+    passes: tuple = ()
+    inputs: tuple = (0,)
+    sum_op: Optional[str] = None
+
+
+def masked_mean_squared_error(predictions, targets, lengths, *, name=None, batch_axis=0, time_axis=1):
+    """mean_squared_error over the valid entries only: the masked mean of the squared differences."""
+    return masked_mean(square(sub(predictions, targets)), lengths, axis=None, keepdims=False, name=name,
+                       batch_axis=batch_axis, time_axis=time_axis)
+
+
+REDUCTION_PASSES = (("axis", None), ("keepdims", False))
+
+defmasked("sum", Masked("masked_sum", where_neutral=0.0, passes=REDUCTION_PASSES))
+defmasked("mean", Masked("masked_mean", where_neutral=0.0, passes=REDUCTION_PASSES, sum_op="masked_sum"))
+defmasked("max", Masked("masked_max", where_neutral=-np.inf, passes=REDUCTION_PASSES))
+defmasked("min", Masked("masked_min", where_neutral=np.inf, passes=REDUCTION_PASSES))
+defmasked("logsumexp", Masked("masked_logsumexp", where_neutral=-np.inf, passes=REDUCTION_PASSES))
+defmasked("softmax", Masked("masked_softmax", axes="attribute or last"))
+defmasked("log_softmax", Masked("masked_log_softmax", axes="attribute or last"))
+defmasked("softmax_cross_entropy", Masked("masked_softmax_cross_entropy", axes="all but last"))
+# Predictions without dims may be compared with targets that have lengths.
+defmasked("mean_squared_error", Masked(masked_mean_squared_error, axes="all", inputs=(0, 1)))
+# No masked kernel: the padding becomes the op's neutral value, whose gradient through where is 0.
+defmasked("prod", Masked(None, where_neutral=1))
+defmasked("argmax", Masked(None, where_neutral="lowest"))
+defmasked("argmin", Masked(None, where_neutral="highest"))

@@ -1,7 +1,8 @@
 """Softmax cross-entropy over padded sequences: the mean over valid positions only.
 
-Split from :mod:`graphview.ops.masked` (which imports this module once its helpers
-exist); labels at padding are never read, so they may hold anything.
+Beside :mod:`graphview.ops.masked` (which imports this module for gv.masked_softmax_cross_entropy);
+both take their helpers from :mod:`graphview.ops.masked_common`. Labels at padding are never read,
+so they may hold anything.
 """
 import math
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from graphview import attributes, dtypes
 from graphview.errors import ExecutionError, ShapeError
-from graphview.ops.masked import _check_axes, _lengths_dtype, canonical, checked_lengths, mask_array, place
+from graphview.ops.masked_common import canonical, check_axes, check_lengths_dtype, checked_lengths, mask_array, place
 from graphview.registry import defop
 from graphview.shapes import format_shape
 from graphview.testing import Sample
@@ -22,7 +23,7 @@ from graphview_kernels.elementwise import copy as copy_kernel
 def _entropy_shape(logits, labels, lengths, batch_axis=0, time_axis=1):
     if len(logits) < 3:
         raise ShapeError(f"logits {format_shape(logits)} need a batch, a time and a class axis")
-    b, t = _check_axes(logits[:-1], lengths, batch_axis, time_axis)
+    b, t = check_axes(logits[:-1], lengths, batch_axis, time_axis)
     if len(labels) != len(logits) - 1 or any(x is not None and y is not None and x != y
                                              for x, y in zip(labels, logits[:-1])):
         raise ShapeError(f"labels {format_shape(labels)} must have the logits' shape {format_shape(logits)} "
@@ -32,7 +33,7 @@ def _entropy_shape(logits, labels, lengths, batch_axis=0, time_axis=1):
 
 def _entropy_dtype(logits, labels, lengths, **attrs):
     dtypes.check_category("masked_softmax_cross_entropy", "labels", labels, dtypes.INTS)
-    _lengths_dtype(lengths)
+    check_lengths_dtype(lengths)
     return logits
 
 
@@ -92,20 +93,15 @@ def _entropy_samples():
                    {"batch_axis": 1, "time_axis": 0}, label="time-major, extra axis", constant_inputs=(1, 2))]
 
 
-def _entropy_vjp(g, out, logits, labels, lengths, batch_axis=0, time_axis=1):
-    from graphview.ops.math import mul
-    return (mul(_entropy_grad(logits, labels, lengths, batch_axis=batch_axis, time_axis=time_axis), g), None, None)
-
-
 # The batch and time axes index the logits without their class axis (the labels' axes).
 LOGIT_AXES = {"batch_axis": attributes.Axis(extra=-1), "time_axis": attributes.Axis(extra=-1)}
 
 masked_softmax_cross_entropy = defop(
     "masked_softmax_cross_entropy", shape=_entropy_shape, dtype=_entropy_dtype, kernel=_entropy_kernel,
-    vjp=_entropy_vjp, promote="float", promote_inputs=(0,), samples=_entropy_samples, reference=_entropy_reference,
+    promote="float", promote_inputs=(0,), samples=_entropy_samples, reference=_entropy_reference,
     family="masked", doc="Mean over valid (t < lengths[b]) positions of -log softmax(logits)[label].",
     attrs=LOGIT_AXES)
-_entropy_grad = defop(
+masked_cross_entropy_grad = defop(
     "masked_cross_entropy_grad", shape=lambda logits, labels, lengths, **attrs: (
         _entropy_shape(logits, labels, lengths, **attrs), logits)[1],
     dtype=_entropy_dtype, kernel=_entropy_grad_kernel, differentiable=False, promote="float", promote_inputs=(0,),

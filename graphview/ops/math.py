@@ -36,10 +36,10 @@ def _arity(kernel):
     return len(inspect.signature(kernel.strided.py_func).parameters) - 1
 
 
-def elementwise(name, kernel, *, reference, vjp=None, promote="same", accepts=dtypes.NUMERIC,
+def elementwise(name, kernel, *, reference, promote="same", accepts=dtypes.NUMERIC,
                 result=None, samples=None, namespace="math", doc="", differentiable=None):
     return defop(
-        name, shape=BROADCAST_RULES[_arity(kernel)], kernel=kernel, vjp=vjp, promote=promote, accepts=accepts,
+        name, shape=BROADCAST_RULES[_arity(kernel)], kernel=kernel, promote=promote, accepts=accepts,
         dtype=(lambda *kinds, **attrs: result) if result is not None else None,
         samples=samples, reference=reference, family="elementwise", namespace=namespace, doc=doc,
         differentiable=differentiable)

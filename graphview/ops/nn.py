@@ -1,4 +1,9 @@
-"""Neural-network ops: relu, sigmoid, gelu, softmax, log_softmax, dropout (tanh is in math)."""
+"""Neural-network ops: relu, sigmoid, gelu, softmax, log_softmax, dropout (tanh is in math).
+
+Their gradient rules are in graphview/gradients/nn.py.
+"""
+from math import erf
+
 import numpy as np
 
 from graphview import attributes, dtypes, runstate
@@ -6,8 +11,9 @@ from graphview.errors import OpArgumentError
 from graphview.registry import defop, public
 from graphview.shapes import normalize_axis
 from graphview.testing import Sample, transposed
-from graphview.ops.math import elementwise, mul, sub, exp, square, unary_samples
-from graphview.ops.reduce import sum as reduce_sum, three_axis_view
+from graphview.ops.math import elementwise, unary_samples
+from graphview.ops.random import default_seed, unit_reference
+from graphview.ops.reduce import three_axis_view
 from graphview.ops.shape import contiguous
 from graphview_kernels import elementwise as elementwise_kernels
 from graphview_kernels.elementwise import copy as copy_kernel
@@ -16,7 +22,6 @@ from graphview_kernels import random as random_kernels
 
 
 def _erf_reference(x):
-    from math import erf
     return np.vectorize(erf, otypes=[np.float64])(x)
 
 
@@ -32,27 +37,15 @@ def _gelu_derivative_reference(x):
 step = elementwise("step", elementwise_kernels.step, promote="float", namespace=None, differentiable=False,
                    reference=lambda x: (x > 0).astype(x.dtype), samples=unary_samples(),
                    doc="1 where x > 0, else 0 (the derivative of relu).")
-_INV_SQRT_2PI = 0.3989422804014327
-
-
-def _gelu_second_derivative(x):
-    """(2 - x^2) * phi(x), phi the standard normal density: the derivative of gelu_derivative."""
-    return mul(sub(2.0, square(x)), mul(exp(mul(square(x), -0.5)), _INV_SQRT_2PI))
-
-
 gelu_derivative = elementwise("gelu_derivative", elementwise_kernels.gelu_derivative, promote="float",
-                              namespace=None, vjp=lambda g, out, x: (mul(g, _gelu_second_derivative(x)),),
-                              reference=_gelu_derivative_reference, samples=unary_samples(),
+                              namespace=None, reference=_gelu_derivative_reference, samples=unary_samples(),
                               doc="The derivative of gelu.")
 relu = elementwise("relu", elementwise_kernels.relu, promote="float", namespace="nn",
-                   vjp=lambda g, out, x: (mul(g, step(x)),), reference=lambda x: np.maximum(x, 0).astype(x.dtype),
-                   samples=unary_samples(), doc="max(x, 0).")
+                   reference=lambda x: np.maximum(x, 0).astype(x.dtype), samples=unary_samples(), doc="max(x, 0).")
 sigmoid = elementwise("sigmoid", elementwise_kernels.sigmoid, promote="float", namespace="nn",
-                      vjp=lambda g, out, x: (mul(g, mul(out, sub(1.0, out))),),
                       reference=lambda x: (1 / (1 + np.exp(-x.astype(np.float64)))).astype(x.dtype),
                       samples=unary_samples(low=-6, high=6), doc="1 / (1 + exp(-x)), without overflow.")
-gelu = elementwise("gelu", elementwise_kernels.gelu, promote="float", namespace="nn",
-                   vjp=lambda g, out, x: (mul(g, gelu_derivative(x)),), reference=_gelu_reference,
+gelu = elementwise("gelu", elementwise_kernels.gelu, promote="float", namespace="nn", reference=_gelu_reference,
                    samples=unary_samples(), doc="x * Phi(x), the exact (erf) GELU.")
 
 
@@ -94,12 +87,10 @@ def _softmax_shape(x, axis=-1):
 
 _softmax = defop("softmax", shape=_softmax_shape, kernel=_softmax_kernel(False), promote="float",
                  accepts=dtypes.NUMERIC, samples=_softmax_samples, reference=_softmax_reference, family="nn",
-                 vjp=lambda g, out, x, axis=-1: (mul(out, sub(g, reduce_sum(mul(g, out), axis, keepdims=True))),),
                  attrs={"axis": attributes.Axis()},
                  doc="exp(x) / sum(exp(x)) along axis, shifted by the max.")
 _log_softmax = defop("log_softmax", shape=_softmax_shape, kernel=_softmax_kernel(True), promote="float",
                      accepts=dtypes.NUMERIC, samples=_softmax_samples, reference=_log_softmax_reference, family="nn",
-                     vjp=lambda g, out, x, axis=-1: (sub(g, mul(exp(out), reduce_sum(g, axis, keepdims=True))),),
                      attrs={"axis": attributes.Axis()},
                      doc="x - logsumexp(x) along axis.")
 
@@ -134,7 +125,6 @@ def _dropout_shape(x, rate=0.5, seed=0):
 
 
 def _dropout_reference(x, rate=0.5, seed=0):
-    from graphview.ops.random import unit_reference
     keep = unit_reference(seed, x.size).reshape(x.shape) >= rate
     return np.where(keep, x / (1.0 - rate), 0.0).astype(x.dtype)
 
@@ -146,11 +136,10 @@ def _dropout_samples():
             Sample((transposed(r.random((3, 4))),), {"rate": 0.1, "seed": 5}, label="transposed")]
 
 
-_dropout = defop("dropout", shape=_dropout_shape, kernel=_dropout_kernel, promote="float", accepts=dtypes.FLOATS,
-                 vjp=lambda g, out, x, rate=0.5, seed=0: (_dropout(g, rate=rate, seed=seed),),
-                 samples=_dropout_samples, reference=_dropout_reference, family="nn",
-                 attrs={"rate": attributes.Float(minimum=0.0, below=1.0), "seed": attributes.Seed()},
-                 doc="Zero each element with probability rate and scale the rest by 1/(1-rate).")
+dropout_op = defop("dropout", shape=_dropout_shape, kernel=_dropout_kernel, promote="float", accepts=dtypes.FLOATS,
+                   samples=_dropout_samples, reference=_dropout_reference, family="nn",
+                   attrs={"rate": attributes.Float(minimum=0.0, below=1.0), "seed": attributes.Seed()},
+                   doc="Zero each element with probability rate and scale the rest by 1/(1-rate).")
 
 
 @public("nn")
@@ -164,7 +153,7 @@ def dropout(x, rate=0.5, seed=None, training=True, *, name=None):
     # default, as in Keras.
     if training is None:
         training = True
-    declared = _dropout.definition.attributes
+    declared = dropout_op.definition.attributes
     for key, value, declaration in (("rate", rate, declared["rate"]), ("seed", seed, declared["seed"]),
                                     ("training", training, attributes.Bool())):
         if value is None:
@@ -176,6 +165,5 @@ def dropout(x, rate=0.5, seed=None, training=True, *, name=None):
     if not training or rate == 0:
         return x
     if seed is None:
-        from graphview.ops.random import default_seed
         seed = default_seed(x.graph, name or "dropout")
-    return _dropout(x, name=name, rate=rate, seed=seed)
+    return dropout_op(x, name=name, rate=rate, seed=seed)

@@ -12,7 +12,8 @@ import numpy as np
 
 from graphview import attributes, dtypes
 from graphview.errors import ShapeError
-from graphview.registry import defop, public
+from graphview.ops.shape import int_entries
+from graphview.registry import defop, graph_of, public
 from graphview.testing import Sample
 from graphview_kernels import random as kernels
 
@@ -40,7 +41,6 @@ def unit_reference(seed, count, start=0, step=1):
 
 
 def _shape_rule(shape, dtype, seed, **parameters):
-    from graphview.ops.shape import int_entries
     shape = int_entries(shape, "random", "shape")
     if any(d < 0 for d in shape):
         raise ShapeError(f"random: shape {shape} has a negative size")
@@ -88,7 +88,6 @@ _normal = defop("normal", shape=_shape_rule, kernel=_normal_kernel, dtype=lambda
 
 def _settings(shape, dtype, seed, name):
     """The attributes as given (the declarations check them), with a seed derived when none is."""
-    from graphview.registry import graph_of
     if seed is None:
         seed = default_seed(graph_of((), "random"), name or "random")
     return dict(shape=shape, dtype=dtype, seed=seed)

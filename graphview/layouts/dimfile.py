@@ -37,8 +37,8 @@ def write(graph):
     def collect(dim):
         if id(dim) in index:
             return
-        if dim._derived is not None:
-            for operand in dim._derived[1:]:
+        if dim.derived_from is not None:
+            for operand in dim.derived_from[1:]:
                 if isinstance(operand, Dim):
                     collect(operand)
         index[id(dim)] = len(order)
@@ -68,8 +68,8 @@ def write(graph):
 def _record(dim, index):
     if dim is batch_dim:
         record = {"batch": True}
-    elif dim._derived is not None:
-        operation, left, right = dim._derived
+    elif dim.derived_from is not None:
+        operation, left, right = dim.derived_from
         operands = [{"dim": index[id(v)]} if isinstance(v, Dim) else v for v in (left, right)]
         record = {"derived": [operation] + operands, "size": dim.size}
     else:

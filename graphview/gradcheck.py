@@ -20,6 +20,8 @@ from graphview.finite_differences import (Loss, central_difference, float64_copy
                                           relative_error)
 from graphview.listeners import NonInplaceValidationListener
 from graphview.localize import Culprit, Localizer
+from graphview.ops.math import mul
+from graphview.ops.reduce import sum as reduce_sum
 from graphview.registry import default_graph, definitions, op
 from graphview.variable import Kind, Variable
 
@@ -398,8 +400,6 @@ def check_op(name, sample, build=None, **options):
     ``sample.constant_inputs`` and non-float inputs are not checked. The result is
     remembered for :func:`op_coverage`.
     """
-    from graphview.ops.math import mul
-    from graphview.ops.reduce import sum as reduce_sum
     graph, output, feeds = (build or build_sample)(name, sample)
     wrt = [f"input{p}" for p, value in enumerate(sample.inputs)
            if isinstance(value, np.ndarray) and p not in sample.constant_inputs and dtypes.is_float(value.dtype)]

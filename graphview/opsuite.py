@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from graphview import registry
 from graphview.errors import GraphviewError, InplaceModificationError, did_you_mean
+from graphview.gradcheck import check_op
 
 
 @dataclass
@@ -100,7 +101,6 @@ def plan(definitions):
 
 def run_case(case, sample, options):
     """Check one sample's gradients with ``gv.gradcheck.check_op``; the outcome goes into ``case``."""
-    from graphview.gradcheck import check_op
     start = time.perf_counter()
     try:
         case.report = check_op(case.op, sample, **options)

@@ -15,16 +15,17 @@ Every step is cached per (input, step) in the graph's dims table, so
 same variables. The layout views of :mod:`graphview.layouts.views` are compiled
 here too.
 """
+import math
 import re
 
 import numpy as np
 
-from graphview import dims as dimmath, dtypes
+from graphview import core, dims as dimmath, dtypes
 from graphview.dims import Dim
 from graphview.errors import DTypeError, GraphviewError
-from graphview.graph import Graph
 from graphview.layouts import table
-from graphview.registry import default_graph
+from graphview.ops.view import apply_view
+from graphview.registry import default_graph, get as get_op, op as registered_op
 from graphview.variable import Kind, Variable
 
 _TOKEN = re.compile(r"\(|\)|[A-Za-z_][A-Za-z0-9_]*|[0-9]+|\.\.\.|\S")
@@ -191,7 +192,7 @@ def _on_array(function, x, pattern, args, sizes):
     if array.dtype not in dtypes.ALL:
         shown = f"an array of dtype {array.dtype}" if isinstance(x, np.ndarray) else type(x).__name__
         raise DTypeError(f"{what}: x must be a graphview Variable or an array of {names}, not {shown}")
-    graph = Graph(f"gv.{function.__name__}")
+    graph = core.new_graph(f"gv.{function.__name__}")
     result = function(graph.placeholder("array", array.shape, array.dtype), pattern, *args, **sizes)
     # An ndarray goes to the placeholder as given, so that its check refuses a masked array (whose mask
     # np.asarray would drop) exactly as it does for any graph.
@@ -227,7 +228,7 @@ def _planned(x, left, right, sizes, where):
     """The cached plan taking x laid out as ``left`` to ``right`` (parsed sides with the same names)."""
     key = ("rearrange", x.name, " ".join(map(str, left)) + " -> " + " ".join(map(str, right)),
            tuple(sorted(sizes.items())))
-    entries = table.table(x.graph)
+    entries = table.dims_table(x.graph)
     if key in entries.cache:
         return x.graph[entries.cache[key]]
     token = default_graph.set(x.graph)
@@ -332,12 +333,11 @@ def _split(current, dims, position, names, sizes, where):
 
 def step(x, op, dims, **attrs):
     """One cached view step: the same (input, op, attributes) always gives the same variable."""
-    from graphview.registry import op as registered
-    entries = table.table(x.graph)
+    entries = table.dims_table(x.graph)
     key = ("step", x.name, op, tuple(sorted(attrs.items())))
     if key in entries.cache:
         return x.graph[entries.cache[key]]
-    result = registered(op)(x, **attrs)
+    result = registered_op(op)(x, **attrs)
     table.set_dims(result, [d if d is None or d.size in (None, s) else None for d, s in zip(dims, result.shape)])
     entries.cache[key] = result.name
     return result
@@ -354,8 +354,7 @@ def contiguity(x):
     node = x.node
     if node.kind is not Kind.ARRAY:
         return True
-    from graphview.registry import get
-    definition = get(node.op)
+    definition = get_op(node.op)
     if not definition.view:
         return True
     source = x.graph[node.inputs[0]]
@@ -374,9 +373,6 @@ def _static_view_contiguity(shape, entries):
     on stand-ins (no memory: a one-element buffer with real strides) whose unknown sizes exceed every
     start, end and stride in the descriptors, so that a stride keeps more than one element; None when
     the stand-ins disagree or cannot take the view."""
-    import math
-    import numpy as np
-    from graphview.ops.view import apply_view
     largest = max((abs(value) for entry in entries for value in entry), default=0)
     answers = set()
     for probe in (largest + 2, 2 * largest + 5):

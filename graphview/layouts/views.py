@@ -14,8 +14,12 @@ gradients of every layout taken from the base (dp's backwardGet).
 import numpy as np
 
 from graphview.dims import batch_dim
+from graphview.dtypes import as_dtype
 from graphview.errors import GraphviewError
 from graphview.layouts import table
+from graphview.ops.math import cast
+from graphview.ops.view import gather
+from graphview.rearrange import rearrange
 from graphview.registry import default_graph
 from graphview.variable import Variable
 
@@ -61,7 +65,6 @@ class DataView:
     def get(self, layout, dtype=None):
         """The input in ``layout`` and ``dtype`` (default: the input's), built once and cached per (layout, dtype)."""
         self._check(layout)
-        from graphview.dtypes import as_dtype
         base = self.input.dtype.name
         dtype = base if dtype is None else as_dtype(dtype, f"{type(self).__name__}.get").name
         key = (layout, dtype)
@@ -72,7 +75,6 @@ class DataView:
             if dtype == base:
                 result = self.input if layout == self.layout else self._convert(layout)
             else:
-                from graphview.ops.math import cast
                 result = self.get(layout)
                 if result.dtype.name != dtype:
                     result = cast(result, dtype)
@@ -91,7 +93,6 @@ class DataView:
         return LayoutError(f"{type(self).__name__}: cannot convert {self.layout!r} to {layout!r}: {why}")
 
     def _convert(self, layout):
-        from graphview.rearrange import rearrange
         base = self.layout
         spaced = " ".join(base)
         if sorted(layout) == sorted(base):
@@ -127,7 +128,6 @@ class DataView:
 
     def index(self, indices):
         """A view of the same kind on the examples at ``indices`` of the batch axis: a gather (a copy)."""
-        from graphview.ops.view import gather
         if isinstance(indices, (list, tuple)):
             indices = np.asarray(indices, dtype=np.int64)
         token = default_graph.set(self.graph)
@@ -160,7 +160,6 @@ class ClassView(DataView):
     LAYOUTS = ("b", "bt")
 
     def _convert(self, layout):
-        from graphview.rearrange import rearrange
         if self.layout == "bt" and layout == "b":
             # dp's Select: the first column holds the primary class (a zero-copy view).
             column = self.input[:, 0]

@@ -56,7 +56,7 @@ def blas_threads(count):
     if count is None:
         return contextlib.nullcontext()
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # an optional dependency, imported only when asked for
     except ImportError:
         raise ImportError("TrainingConfig(blas_threads=...) needs threadpoolctl: pip install threadpoolctl "
                           "(or set OPENBLAS_NUM_THREADS before starting Python)") from None

@@ -31,9 +31,9 @@ class History:
     def plot(self, path):
         """Write a PNG of the training loss (per iteration and per epoch) and the validation curves."""
         try:
-            import matplotlib
+            import matplotlib  # an optional dependency (graphview[plot]), imported only to plot
             matplotlib.use("Agg")
-            from matplotlib import pyplot
+            from matplotlib import pyplot  # optional, as above
         except ImportError:
             raise ImportError("History.plot needs matplotlib: pip install 'graphview[plot]' "
                               "(or pip install matplotlib)") from None

@@ -170,7 +170,7 @@ class ProgressBar(Listener):
     @staticmethod
     def available():
         try:
-            import tqdm  # noqa: F401
+            import tqdm  # noqa: F401  (an optional dependency, imported only for a progress bar)
         except ImportError:
             return False
         return True
@@ -184,7 +184,7 @@ class ProgressBar(Listener):
         return cls(**options)
 
     def epoch_start(self, ctx):
-        from tqdm import tqdm
+        from tqdm import tqdm  # an optional dependency (see available)
         self.bar = tqdm(total=self.total, desc=f"epoch {ctx.epoch + 1}", unit="batch", file=self.stream, leave=True)
         self._sum = self._count = 0
 

@@ -9,10 +9,6 @@ from types import MappingProxyType
 
 import networkx as nx
 
-# Kept until building.py imports check_size from shapes (ADR 0017): it must be here before
-# building is imported below, which imports it from this module.
-from graphview.shapes import check_size  # noqa: F401,I001
-
 from graphview import autodiff, core, serialization
 from graphview.building import build_op
 from graphview.execution import executor_of
@@ -36,10 +32,8 @@ class Graph(core.GraphCore):
         for space in SPACES:
             setattr(self, space, Namespace(self, space))
 
-    # kept until building.py/ops/view.py switch (ADR 0017) to add_node, new_name and stored;
-    # tests/test_training.py and tests/test_updaters.py read _held too.
-    _add_node = core.GraphCore.add_node
-    _new_name = core.GraphCore.new_name
+    # ops/view.py reads _held until it switches to stored (ADR 0017); tests/test_training.py and
+    # tests/test_updaters.py read it too, to check a parameter keeps its buffer.
     _held = core.GraphCore.stored
 
     @property

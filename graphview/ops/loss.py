@@ -1,4 +1,7 @@
-"""Losses: softmax cross-entropy with integer labels, and mean squared error. Both are means."""
+"""Losses: softmax cross-entropy with integer labels, and mean squared error. Both are means.
+
+Their gradient rules are in graphview/gradients/loss.py.
+"""
 import numpy as np
 
 from graphview import dtypes
@@ -52,10 +55,6 @@ def _cross_entropy_reference(logits, labels):
     return np.asarray(-picked.mean() if picked.size else np.nan, logits.dtype)
 
 
-def _cross_entropy_vjp(g, out, logits, labels):
-    return (_cross_entropy_grad(logits, labels, g), None)
-
-
 def _cross_entropy_samples():
     r = np.random.default_rng(16)
     samples = []
@@ -70,12 +69,12 @@ def _cross_entropy_samples():
 
 _softmax_cross_entropy = defop(
     "softmax_cross_entropy", shape=_cross_entropy_shape, kernel=_cross_entropy_kernel, dtype=_cross_entropy_dtype,
-    vjp=_cross_entropy_vjp, promote="float", promote_inputs=(0,), samples=_cross_entropy_samples,
+    promote="float", promote_inputs=(0,), samples=_cross_entropy_samples,
     reference=_cross_entropy_reference, family="loss",
     doc="Mean over examples of -log softmax(logits)[label]; labels are integer class indices.")
 
 
-# --- the gradient of softmax_cross_entropy, fused ---------------------------------------------
+# --- the gradient of softmax_cross_entropy, fused (an op its rule builds) ----------------------
 
 def _cross_entropy_grad_kernel(logits, labels, g, out):
     classes = logits.shape[-1]
@@ -97,27 +96,14 @@ def _cross_entropy_grad_reference(logits, labels, g):
     return ((probabilities - _one_hot_reference(labels, logits)) * (g / max(labels.size, 1))).astype(logits.dtype)
 
 
-def _cross_entropy_grad_vjp(h, out, logits, labels, g):
-    # out = (p - onehot) * s with p = softmax(logits), s = g / n: linear in g, softmax's Jacobian in logits.
-    from graphview.ops.math import div, mul, sub
-    from graphview.ops.nn import softmax
-    from graphview.ops.reduce import sum as reduce_sum
-    from graphview.ops.shape import numel
-    p = softmax(logits, -1)
-    count = numel(labels)
-    wrt_logits = mul(mul(p, sub(h, reduce_sum(mul(h, p), -1, keepdims=True))), div(g, count))
-    wrt_g = div(reduce_sum(mul(h, sub(p, _one_hot(labels, logits)))), count)
-    return (wrt_logits, None, wrt_g)
-
-
 def _cross_entropy_grad_samples():
     return [Sample(sample.inputs + (np.asarray(0.7, sample.inputs[0].dtype),), label=sample.label,
                    constant_inputs=(1,)) for sample in _cross_entropy_samples()]
 
 
-_cross_entropy_grad = defop(
+softmax_cross_entropy_grad = defop(
     "softmax_cross_entropy_grad", shape=_cross_entropy_grad_shape, kernel=_cross_entropy_grad_kernel,
-    dtype=lambda logits, labels, g: _cross_entropy_dtype(logits, labels), vjp=_cross_entropy_grad_vjp,
+    dtype=lambda logits, labels, g: _cross_entropy_dtype(logits, labels),
     promote="float", promote_inputs=(0, 2), samples=_cross_entropy_grad_samples,
     reference=_cross_entropy_grad_reference, family="loss", namespace=None,
     doc="The gradient of softmax_cross_entropy for the incoming scalar g: (softmax(logits) - one_hot) * g / n.")
@@ -140,12 +126,12 @@ def _one_hot_reference(labels, like):
     return out
 
 
-_one_hot = defop("one_hot", shape=_one_hot_shape, kernel=_one_hot_kernel, dtype=lambda labels, like: like,
-                 differentiable=False, family="loss", reference=_one_hot_reference,
-                 samples=lambda: [Sample((np.array([0, 2, 1]), np.zeros((3, 4))), label="int64", constant_inputs=(0, 1)),
-                                  Sample((np.array([[1], [0]], np.int32), np.zeros((2, 1, 2), np.float32)), label="int32",
-                                         constant_inputs=(0, 1))],
-                 doc="1 at each label's class along like's last axis, 0 elsewhere, in like's shape and dtype.")
+one_hot = defop("one_hot", shape=_one_hot_shape, kernel=_one_hot_kernel, dtype=lambda labels, like: like,
+                differentiable=False, family="loss", reference=_one_hot_reference,
+                samples=lambda: [Sample((np.array([0, 2, 1]), np.zeros((3, 4))), label="int64", constant_inputs=(0, 1)),
+                                 Sample((np.array([[1], [0]], np.int32), np.zeros((2, 1, 2), np.float32)), label="int32",
+                                        constant_inputs=(0, 1))],
+                doc="1 at each label's class along like's last axis, 0 elsewhere, in like's shape and dtype.")
 
 
 @public("loss")
@@ -164,13 +150,6 @@ def _mse_kernel(predictions, targets, out):
     kernels.mean_squared_error(contiguous(predictions), contiguous(targets), out.reshape(1))
 
 
-def _mse_vjp(g, out, predictions, targets):
-    from graphview.ops.math import div, mul, sub, neg
-    from graphview.ops.shape import numel
-    scaled = mul(sub(predictions, targets), div(mul(g, 2.0), numel(predictions)))
-    return (scaled, neg(scaled))
-
-
 def _mse_samples():
     r = np.random.default_rng(17)
     return [Sample((r.normal(size=(4, 3)), r.normal(size=(4, 3))), label="float64"),
@@ -179,7 +158,7 @@ def _mse_samples():
 
 
 _mean_squared_error = defop(
-    "mean_squared_error", shape=_mse_shape, kernel=_mse_kernel, vjp=_mse_vjp, promote="float",
+    "mean_squared_error", shape=_mse_shape, kernel=_mse_kernel, promote="float",
     accepts=dtypes.NUMERIC, samples=_mse_samples, family="loss",
     reference=lambda p, t: np.asarray(np.mean((p - t) ** 2), p.dtype), doc="Mean of (predictions - targets) ** 2.")
 

@@ -107,10 +107,6 @@ def expand_back(g, x, axis, keepdims):
     return broadcast_like(g, x)
 
 
-# ops/masked.py still imports this name; the lead switches it (ADR 0017).
-_expand_back = expand_back
-
-
 def _prod_samples():
     samples = _reduction_samples(low=0.5, high=1.5)()
     x = np.random.default_rng(12).uniform(0.5, 1.5, size=(3, 4))

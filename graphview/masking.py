@@ -13,8 +13,9 @@ import numpy as np
 
 from graphview import dtypes, registry
 from graphview.dims import DimError, batch_dim
+from graphview.errors import GraphviewError
 from graphview.layouts import table
-from graphview.ops.masked import integer_start, mask_of
+from graphview.ops.masked import Masked, integer_start, mask_of
 from graphview.ops.math import cast, div, mul, where
 from graphview.ops.reduce import sum as reduce_sum
 from graphview.ops.shape import numel, reshape
@@ -27,6 +28,8 @@ def before(graph, definition, variables, attrs, name):
     if spec is None or not variables or not table.has_lengths(graph) or not table.masking_enabled():
         return None
     op = definition.name
+    if not isinstance(spec, Masked):
+        raise GraphviewError(f"{op}: its masked form {spec!r} is not a graphview.ops.masked.Masked spec")
     x, dynamic = _input_with_lengths(spec, variables)
     if not dynamic:
         return None

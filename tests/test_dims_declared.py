@@ -101,6 +101,20 @@ def test_a_user_reduction_declared_with_a_masked_form_is_built_masked(declare):
         assert total(x).node.op == "test_dims_declared_total"
 
 
+def test_a_masked_spec_is_checked(declare):
+    with pytest.raises(gv.GraphviewError, match="axes='last' is not one of attribute, attribute or last"):
+        Masked("masked_sum", axes="last")
+    with pytest.raises(gv.GraphviewError, match="without a masked op, where_neutral must say"):
+        Masked(None)
+    vague = declare("test_dims_declared_vague", masked="masked_sum")
+    g = gv.Graph()
+    time = gv.Dim("time")
+    x = g.placeholder("x", (2, 3), dims=(gv.batch_dim, time), lengths={time: "n"})
+    with pytest.raises(gv.GraphviewError, match="test_dims_declared_vague: its masked form 'masked_sum' is not a "
+                                                "graphview.ops.masked.Masked spec"):
+        vague(x)
+
+
 # --- nothing switches on op names ----------------------------------------------------------------
 
 # Where dims and masking used to be switched on op names (layouts/table._rule, ops/masked_redirect).

@@ -25,6 +25,7 @@ import numpy as np
 
 from graphview import attributes, dtypes
 from graphview.dims import DimError, batch_dim
+from graphview.errors import GraphviewError
 from graphview.layouts import table
 from graphview.ops import loss, nn  # noqa: F401  (the plain ops given masked forms at the end)
 from graphview.ops.masked_common import (canonical, check_axes, check_lengths_dtype, checked_lengths, mask_array,
@@ -367,6 +368,15 @@ class Masked:
     passes: tuple = ()
     inputs: tuple = (0,)
     sum_op: Optional[str] = None
+
+    def __post_init__(self):
+        if self.axes not in MASKED_AXES:
+            raise GraphviewError(f"Masked({self.op!r}): axes={self.axes!r} is not one of {', '.join(MASKED_AXES)}")
+        if self.op is None and self.where_neutral is None:
+            raise GraphviewError("Masked(None): without a masked op, where_neutral must say what padding becomes")
+
+
+MASKED_AXES = ("attribute", "attribute or last", "all but last", "all")
 
 
 def masked_mean_squared_error(predictions, targets, lengths, *, name=None, batch_axis=0, time_axis=1):

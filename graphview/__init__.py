@@ -31,11 +31,11 @@ from graphview.training import (SGD, Adam, AdamW, CheckpointListener, EarlyStopp
                                 ScoreListener, TrainingConfig)
 # Dims, layout views, rearrange and masking (ADR 0014).
 from graphview.dims import Dim, DimError, batch_dim  # noqa: E402
-from graphview.layouts.table import dims_of, lengths_of, mask_of, set_dims, unmasked  # noqa: E402
+from graphview.layouts.table import dims_of, lengths_of, set_dims, unmasked  # noqa: E402
 from graphview.layouts.views import (ClassView, DataView, ImageView, LayoutError, ListView,  # noqa: E402
                                      SequenceView)
 from graphview.rearrange import PatternError, rearrange, reduce  # noqa: E402
-from graphview.ops.masked import PUBLIC as _MASKED  # noqa: E402
+from graphview.ops.masked import PUBLIC as _MASKED, mask_of  # noqa: E402
 
 masked_sum, masked_mean, masked_max, masked_min, masked_logsumexp = (
     _MASKED[f"masked_{n}"] for n in ("sum", "mean", "max", "min", "logsumexp"))
@@ -44,7 +44,7 @@ masked_softmax_cross_entropy = _MASKED["masked_softmax_cross_entropy"]
 
 VARIABLE, CONSTANT, PLACEHOLDER, ARRAY = Kind.VARIABLE, Kind.CONSTANT, Kind.PLACEHOLDER, Kind.ARRAY
 
-__version__ = "0.1.0"
+from graphview.version import __version__  # noqa: E402,F401  (one place: graph files write it too)
 
 __all__ = [
     "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "defvjp", "ops", "attrs", "Sample",

@@ -19,24 +19,26 @@ from graphview.errors import (DTypeError, GraphviewError, NameConflictError, Pla
 from graphview.shapes import as_array, check_shape, check_size, format_shape
 from graphview.variable import Kind, Node, Variable
 
-_graph_class = []   # the class new_graph instantiates: graph.py's Graph once it is imported
+_graph_class = None   # the class new_graph instantiates: graph.py's Graph once it is imported
 
 
 def register_graph_class(graph_class):
     """Make ``graph_class`` (graph.py's ``Graph``) the class :func:`new_graph` instantiates."""
-    _graph_class[:] = [graph_class]
+    global _graph_class
+    _graph_class = graph_class
 
 
 def new_graph(name=None):
     """A new, empty graph of the registered class (a bare GraphCore before graph.py is imported)."""
-    return (_graph_class[0] if _graph_class else GraphCore)(name)
+    return (_graph_class or GraphCore)(name)
 
 
 class GraphCore:
     """Nodes in creation order, their names, the stored values of variables and constants, and the losses.
 
     ``store`` maps each VARIABLE and CONSTANT to its array (a ChainMap over the forward graph's store
-    in a gradient graph); ``loss_names`` are the loss nodes; ``lock`` guards every addition."""
+    in a gradient graph); ``loss_names`` are the loss nodes; ``lock`` guards every addition;
+    ``listeners`` watch every run of the graph."""
 
     _count = 0
 

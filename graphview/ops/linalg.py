@@ -1,15 +1,18 @@
-"""Linear algebra: matmul (2-D and batched with broadcast leading dims) and transpose."""
+"""Linear algebra: matmul (2-D and batched with broadcast leading dims) and transpose.
+
+Their gradient rules are in graphview/gradients/linalg.py.
+"""
 import math
 
 import numpy as np
 
 from graphview import attributes, dtypes
 from graphview.errors import ShapeError
-from graphview.registry import defop, public
+from graphview.ops.shape import axes_of_dims, contiguous, expand_dims, normalize_permutation, squeeze
+from graphview.registry import defop, graph_of, public
 from graphview.shapes import broadcast_shapes, format_shape
 from graphview.testing import Sample, transposed
 from graphview_kernels import linalg as kernels
-from graphview.ops.shape import contiguous, permute_op, reduce_to
 
 
 def _matmul_shape(a, b):
@@ -57,18 +60,6 @@ def _batched(x, batch):
     return contiguous(x).reshape((-1,) + x.shape[-2:])
 
 
-def _swap_last(x):
-    perm = tuple(range(x.rank - 2)) + (x.rank - 1, x.rank - 2)
-    return permute_op(x, perm=perm)
-
-
-def _matmul_vjp(g, out, a, b):
-    grad_a, grad_b = _matmul(g, _swap_last(b)), _matmul(_swap_last(a), g)
-    if a.rank == 2 and b.rank == 2:   # no batch axes were broadcast: the products have a's and b's shapes
-        return grad_a, grad_b
-    return reduce_to(grad_a, a), reduce_to(grad_b, b)
-
-
 def _matmul_samples():
     r = np.random.default_rng(12)
     samples = []
@@ -85,23 +76,21 @@ def _matmul_samples():
     return samples
 
 
-_matmul = defop("matmul", shape=_matmul_shape, kernel=_matmul_kernel, vjp=_matmul_vjp, promote="same",
-                accepts=dtypes.NUMERIC, samples=_matmul_samples, reference=np.matmul, family="linalg",
-                doc="Matrix product with NumPy's broadcasting of leading dims (BLAS for floats).")
+matmul_op = defop("matmul", shape=_matmul_shape, kernel=_matmul_kernel, promote="same",
+                  accepts=dtypes.NUMERIC, samples=_matmul_samples, reference=np.matmul, family="linalg",
+                  doc="Matrix product with NumPy's broadcasting of leading dims (BLAS for floats).")
 
 
 @public(("linalg", "math"))
 def matmul(a, b, *, name=None):
     """a @ b: 2-D, batched with broadcast leading dims, or with a 1-D operand as in NumPy."""
-    from graphview.ops.shape import expand_dims, squeeze
-    from graphview.registry import graph_of
     graph = graph_of((a, b), "matmul")
     a = a if hasattr(a, "graph") else graph.constant_like(np.asarray(a), None)
     b = b if hasattr(b, "graph") else graph.constant_like(np.asarray(b), None)
     if a.rank == 0 or b.rank == 0:
         raise ShapeError(f"matmul: operands must not be scalars (shapes {format_shape(a.shape)} and {format_shape(b.shape)}); use mul")
     if a.rank > 1 and b.rank > 1:
-        return _matmul(a, b, name=name)
+        return matmul_op(a, b, name=name)
     squeeze_axes = []
     if a.rank == 1:
         a = expand_dims(a, 0)
@@ -109,7 +98,7 @@ def matmul(a, b, *, name=None):
     if b.rank == 1:
         b = expand_dims(b, -1)
         squeeze_axes.append(-1)
-    product = _matmul(a, b)
+    product = matmul_op(a, b)
     rank = product.rank
     return squeeze(product, tuple(sorted(axis % rank for axis in squeeze_axes)), name=name)
 
@@ -121,24 +110,17 @@ def _transpose_samples():
             Sample((transposed(x),), label="transposed")]
 
 
-def _transpose_vjp(g, out, x, perm=None):
-    order = tuple(reversed(range(x.rank))) if perm is None else perm
-    return (_transpose(g, perm=tuple(int(i) for i in np.argsort(order))),)
-
-
-_transpose = defop("transpose", shape=lambda x, perm=None: tuple(x[p] for p in (perm or reversed(range(len(x))))),
-                   kernel=lambda x, perm=None: x.transpose(perm), view=True, vjp=_transpose_vjp, accepts=dtypes.ALL,
-                   samples=_transpose_samples, reference=lambda x, perm=None: np.transpose(x, perm), family="linalg",
-                   attrs={"perm": attributes.Perm()},
-                   doc="x with its axes reversed, or reordered by perm (a view).")
+transpose_op = defop("transpose", shape=lambda x, perm=None: tuple(x[p] for p in (perm or reversed(range(len(x))))),
+                     kernel=lambda x, perm=None: x.transpose(perm), view=True, accepts=dtypes.ALL,
+                     samples=_transpose_samples, reference=lambda x, perm=None: np.transpose(x, perm), family="linalg",
+                     attrs={"perm": attributes.Perm()},
+                     doc="x with its axes reversed, or reordered by perm (a view).")
 
 
 @public(("linalg", "math"))
 def transpose(x, perm=None, *, name=None):
     """x with its axes reversed, or reordered by ``perm`` (a view)."""
     if perm is not None:
-        from graphview.ops.shape import axes_of_dims, normalize_permutation
-        from graphview.registry import graph_of
         graph_of((x,), "transpose")
         perm = normalize_permutation(x.rank, axes_of_dims(x, perm, "transpose"))
-    return _transpose(x, name=name, perm=perm)
+    return transpose_op(x, name=name, perm=perm)

@@ -354,17 +354,11 @@ def _reduce_to_samples():
             Sample((transposed(r.random((4, 3))), r.random((1, 3))), label="transposed", constant_inputs=(1,))]
 
 
-_reduce_to = defop("reduce_to", shape=_reduce_to_shape, kernel=_reduce_to_kernel, accepts=dtypes.ALL,
-                   samples=_reduce_to_samples,
-                   reference=lambda x, like: np.sum(x, axis=_broadcast_axes(x.shape, like.shape), keepdims=True).reshape(like.shape),
-                   family="shape", doc="x summed over the axes along which like was broadcast (un-broadcasting).")
-
-
-def reduce_to(x, like):
-    """x summed back to ``like``'s shape: the one un-broadcasting helper of every gradient rule."""
-    if x.shape == like.shape and None not in x.shape:
-        return x
-    return _reduce_to(x, like)
+# Gradient rules call it through graphview.gradients.unbroadcast, which adds no node where none is needed.
+reduce_to = defop(
+    "reduce_to", shape=_reduce_to_shape, kernel=_reduce_to_kernel, accepts=dtypes.ALL, samples=_reduce_to_samples,
+    reference=lambda x, like: np.sum(x, axis=_broadcast_axes(x.shape, like.shape), keepdims=True).reshape(like.shape),
+    family="shape", doc="x summed over the axes along which like was broadcast (un-broadcasting).")
 
 
 def _broadcast_like_kernel(x, like):

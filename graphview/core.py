@@ -8,6 +8,7 @@ instantiates the class ``graphview/graph.py`` registers, so none of them imports
 (ADR 0017).
 """
 import contextlib
+import itertools
 import threading
 
 import networkx as nx
@@ -20,6 +21,7 @@ from graphview.shapes import as_array, check_shape, check_size, format_shape
 from graphview.variable import Kind, Node, Variable
 
 _graph_class = None   # the class new_graph instantiates: graph.py's Graph once it is imported
+_numbers = itertools.count(1)   # every graph takes one, named or not: the default names graph1, graph2, ...
 
 
 def register_graph_class(graph_class):
@@ -40,11 +42,9 @@ class GraphCore:
     in a gradient graph); ``loss_names`` are the loss nodes; ``lock`` guards every addition;
     ``listeners`` watch every run of the graph."""
 
-    _count = 0
-
     def __init__(self, name=None):
-        GraphCore._count += 1
-        self.name = name or f"graph{GraphCore._count}"
+        number = next(_numbers)
+        self.name = name or f"graph{number}"
         self.store = {}
         self.loss_names = ()
         self.lock = threading.RLock()

@@ -7,6 +7,7 @@ not contiguous (it was permuted), it emits ``merge_axes_copy`` instead, a kernel
 op, so that ``g.explain`` says "kernel" where a copy happens. Unlike ``reshape``,
 both work when several of the merged sizes are unknown until run time.
 ``split_axis`` splits one axis in two or more; splitting is always a view.
+Their gradient rules are in graphview/gradients/layouts.py.
 """
 import math
 
@@ -44,11 +45,6 @@ def _merge_copy(x, out, start, stop):
     copy_kernel(x, out.reshape(x.shape))
 
 
-def _merge_vjp(g, out, x, start, stop):
-    from graphview.ops.shape import reshape_like
-    return (reshape_like(g, x),)
-
-
 def _merge_samples():
     r = np.random.default_rng(80)
     x = r.random((2, 3, 4))
@@ -65,11 +61,11 @@ def _merge_reference(x, start, stop):
         np.zeros(_merged_shape(x.shape, start, stop), x.dtype)
 
 
-merge_axes = defop("merge_axes", shape=_merged_shape, kernel=_merge_view, vjp=_merge_vjp, view=True,
+merge_axes = defop("merge_axes", shape=_merged_shape, kernel=_merge_view, view=True,
                    accepts=dtypes.ALL, samples=_merge_samples, reference=_merge_reference, family="shape",
                    doc="Axes [start, stop) of x merged into one (a view when the strides allow, else a copy).",
                    attrs={"start": attributes.Int(minimum=0), "stop": attributes.Int(minimum=0)})
-merge_axes_copy = defop("merge_axes_copy", shape=_merged_shape, kernel=_merge_copy, vjp=_merge_vjp,
+merge_axes_copy = defop("merge_axes_copy", shape=_merged_shape, kernel=_merge_copy,
                         accepts=dtypes.ALL, samples=_merge_samples, reference=_merge_reference, family="shape",
                         doc="Axes [start, stop) of x merged into one, copied into a new contiguous buffer.",
                         attrs={"start": attributes.Int(minimum=0), "stop": attributes.Int(minimum=0)})
@@ -116,7 +112,6 @@ def _split_samples():
 
 
 split_axis = defop("split_axis", shape=_split_shape, kernel=_split_view, view=True,
-                   vjp=lambda g, out, x, axis, sizes: (_merge_vjp(g, out, x, 0, 1)[0],),
                    accepts=dtypes.ALL, samples=_split_samples,
                    reference=lambda x, axis, sizes: np.reshape(x, _split_shape(x.shape, axis, sizes)),
                    family="shape", doc="Axis ``axis`` of x split into ``sizes`` (one may be -1); always a view.",

@@ -50,40 +50,14 @@ KNOWN_VIOLATIONS = {
 # "importer -> package (no comment)": an optional one without a comment on or above its line.
 KNOWN_FUNCTION_LEVEL = {
     "attributes -> errors",
-    "gradcheck -> ops.math",
-    "gradcheck -> ops.reduce",
-    "layouts.ops -> ops.shape",
-    "layouts.views -> dtypes",
-    "layouts.views -> ops.math",
-    "layouts.views -> ops.view",
-    "layouts.views -> rearrange",
-    "ops.linalg -> ops.shape",
-    "ops.linalg -> registry",
-    "ops.loss -> ops.math",
-    "ops.loss -> ops.nn",
-    "ops.loss -> ops.reduce",
-    "ops.loss -> ops.shape",
-    "ops.nn -> math",
-    "ops.nn -> ops.random",
-    "ops.random -> ops.shape",
-    "ops.random -> registry",
     "ops.shape -> dims",
     "ops.shape -> layouts.table",
     "ops.shape -> ops.reduce",
-    "opsuite -> gradcheck",
-    "rearrange -> math",
-    "rearrange -> numpy",
-    "rearrange -> ops.view",
-    "rearrange -> registry",
-    "training.fit -> threadpoolctl (no comment)",
-    "training.history -> matplotlib (no comment)",
-    "training.listeners -> tqdm (no comment)",
 }
 
 # "reader -> module._name": ``from module import _name`` or ``module._name``;
 # "reader -> ._name": ``<expr>._name`` where only other modules' classes define ``_name``.
 KNOWN_PRIVATE_READS = {
-    "layouts.dimfile -> ._derived",
     "ops.view -> ._held",
 }
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from graphview import dtypes
 from graphview.dims import Dim
-from graphview.errors import DTypeError, IndexDescriptorError, OpArgumentError, ShapeError
+from graphview.errors import DTypeError, GraphviewError, IndexDescriptorError, OpArgumentError, ShapeError
 
 
 class Invalid(Exception):
@@ -335,8 +335,9 @@ def _input_position(which, definition):
     return definition.arity.inputs.index(which)
 
 
-def _holds_dim(value):
-    return isinstance(value, Dim) or (isinstance(value, (list, tuple)) and any(_holds_dim(v) for v in value))
+def holds_dim(value):
+    """Whether an attribute value is or holds a gv.Dim (an axis named by its dim, resolved by building)."""
+    return isinstance(value, Dim) or (isinstance(value, (list, tuple)) and any(holds_dim(v) for v in value))
 
 
 def check(definition, attrs, inputs, prefix=""):
@@ -350,7 +351,7 @@ def check(definition, attrs, inputs, prefix=""):
     result = dict(attrs)
     for key, value in attrs.items():
         declaration = declared.get(key)
-        if declaration is None or _holds_dim(value):
+        if declaration is None or holds_dim(value):
             continue
         try:
             value = declaration.parse(value)
@@ -360,7 +361,7 @@ def check(definition, attrs, inputs, prefix=""):
         result[key] = value
     for key, value in result.items():
         declaration = declared.get(key)
-        if declaration is None or _holds_dim(value):
+        if declaration is None or holds_dim(value):
             continue
         try:
             declaration.relate(value, result)
@@ -371,7 +372,6 @@ def check(definition, attrs, inputs, prefix=""):
 
 def check_declarations(name, declared, arity):
     """Refuse (at defop) declarations that are not Attributes or name attributes the shape rule lacks."""
-    from graphview.errors import GraphviewError
     if not isinstance(declared, dict):
         raise GraphviewError(f"defop {name}: attrs must be a dict of attribute name -> gv.attrs declaration")
     for key, declaration in declared.items():

@@ -40,10 +40,6 @@ def build_op(graph, definition, inputs, attrs, name):
     return result
 
 
-def _holds_dim(value):
-    return isinstance(value, Dim) or (isinstance(value, (list, tuple)) and any(_holds_dim(v) for v in value))
-
-
 def _axes_of(op, value, x):
     if isinstance(value, Dim):
         return table.axis_of(x, value, op)
@@ -56,7 +52,7 @@ def _resolve_dims(definition, variables, attrs, prefix):
     """Attributes holding a gv.Dim (``axis=time``) with each Dim replaced by its axis of input 0, then
     checked by their declarations as every other value was (``(t, 0.5)`` is an OpArgumentError naming
     the op, as ``(1, 0.5)`` is)."""
-    held = [key for key, value in attrs.items() if _holds_dim(value)]
+    held = [key for key, value in attrs.items() if attributes.holds_dim(value)]
     if not held:
         return attrs
     if not variables:

@@ -3,9 +3,10 @@
 The one abstract evaluation building and loading share: the arity and attribute checks,
 the frozen attributes, the ``accepts`` checks and the promotion target (the casts building
 inserts), and the op's shape and dtype rules with their error wrapping. ``infer`` runs them
-all, in that order, on a recorded node (loading); building runs the same functions, with the
-dims hook of ``graphview.layouts.table`` between the casts and the rules. ``run_shape`` is the
-executor's one call of a shape rule, on a built node's concrete input shapes.
+all, in that order, on a recorded node (loading); building runs the same functions, resolving
+Dim-valued axes and taking an op's masked form (graphview/masking.py) between the casts and the
+rules. ``run_shape`` is the executor's one use of a shape rule, on a built node's concrete input
+shapes; ``shape_rule`` is the one call of it.
 """
 from collections import namedtuple
 

@@ -1,10 +1,18 @@
 """Gradient rules of the reductions (graphview/ops/reduce.py)."""
 from graphview.layouts import table
 from graphview.ops.math import cast, div, eq, exp, mul, sub, where
-from graphview.ops.reduce import expand_back, logsumexp, max as reduce_max, mean, min as reduce_min, prod, \
-    sum as reduce_sum
-from graphview.ops.shape import numel
+from graphview.ops.reduce import logsumexp, prod, sum as reduce_sum
+from graphview.ops.shape import broadcast_like, expand_dims, numel
 from graphview.registry import defvjp
+from graphview.shapes import normalize_axes
+
+
+def expand_back(g, x, axis, keepdims):
+    """g, of the shape reducing x over axis gives, broadcast back to x's shape (gradients/masked uses it too)."""
+    axes = normalize_axes(axis, x.rank)
+    if not keepdims and axes:
+        g = expand_dims(g, axes)
+    return broadcast_like(g, x)
 
 
 def _sum(g, out, x, axis=None, keepdims=False):

@@ -11,7 +11,6 @@ import numpy as np
 
 from graphview import attributes, dtypes
 from graphview.errors import ShapeError
-from graphview.ops.shape import broadcast_like, expand_dims
 from graphview.registry import defop, public
 from graphview.shapes import normalize_axes
 from graphview.testing import Sample, transposed
@@ -97,14 +96,6 @@ def _reduction_samples(dtypes_=(np.float64, np.float32), low=-2.0, high=2.0, emp
         result.append(Sample((np.zeros((0, 3)),), {"axis": 1}, label="empty outer"))
         return result
     return samples
-
-
-def expand_back(g, x, axis, keepdims):
-    """g, of the shape reducing x over axis gives, broadcast back to x's shape."""
-    axes = normalize_axes(axis, x.rank)
-    if not keepdims and axes:
-        g = expand_dims(g, axes)
-    return broadcast_like(g, x)
 
 
 def _prod_samples():

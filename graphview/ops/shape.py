@@ -12,7 +12,9 @@ import math
 import numpy as np
 
 from graphview import attributes, dtypes
+from graphview.dims import Dim, DimError
 from graphview.errors import ShapeError
+from graphview.ops.reduce import sum_kernel
 from graphview.registry import defop, public
 from graphview.shapes import (broadcast_shapes, expand_axes, format_shape, known_size, normalize_axes, normalize_axis,
                               squeeze_axes)
@@ -131,7 +133,6 @@ def permute(x, *perm, name=None):
 
 def axes_of_dims(x, axes, op):
     """``axes`` with every gv.Dim replaced by its position among x's axes (other entries unchanged)."""
-    from graphview.dims import Dim
     from graphview.layouts.table import axis_of
     return tuple(axis_of(x, a, op) if isinstance(a, Dim) else a for a in axes)
 
@@ -185,7 +186,6 @@ _expand_dims = _view_op("expand_dims", _expand_shape,
 @public("shape")
 def expand_dims(x, axis, *, name=None):
     """x with new size-1 axes inserted at axis (an int or a tuple)."""
-    from graphview.dims import Dim, DimError
     for a in axis if isinstance(axis, (list, tuple)) else (axis,):
         if isinstance(a, Dim):
             raise DimError(f"expand_dims: axis gives positions in the result, but {a!r} names an axis of "
@@ -335,8 +335,6 @@ def _reduce_to_shape(x, like):
 
 
 def _reduce_to_kernel(x, like, out):
-    # ops/reduce imports this module (its gradient helper expand_back broadcasts with broadcast_like).
-    from graphview.ops.reduce import sum_kernel
     # With a None (batch) dim the node exists even when the run-time shapes are equal;
     # summing over no axes walked every element as its own row (~0.9 ms for 256x128), a copy is enough.
     if x.shape == out.shape:

@@ -305,3 +305,19 @@ def test_unbroadcasting_is_skipped_only_where_the_shapes_are_provably_equal():
     assert gradients["x"].shape == (1, 3) and gradients["y"].shape == (4, 3) and gradients["b"].shape == (3,)
     report = gv.check_gradients(g, feeds, wrt=["x", "y", "b", "w"])
     assert report.passed, str(report)
+
+
+def test_a_differentiated_graph_is_freed_once_nothing_holds_it():
+    import gc
+    import weakref
+    g = gv.Graph("freed")
+    x = g.var("x", np.array([1.0, 2.0]))
+    g.set_loss(g.math.sum(x * x))
+    gradient = g.gradient_graph(["x"])
+    np.testing.assert_array_equal(g.calculate_gradients({}, ["x"])["x"], [2.0, 4.0])
+    held = weakref.ref(g)
+    del g, x
+    gc.collect()
+    assert held() is None
+    with pytest.raises(gv.GraphviewError, match="the gradient graph of 'freed' outlived its forward graph"):
+        gradient.run({})

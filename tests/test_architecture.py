@@ -12,10 +12,10 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 CEILINGS = {
-    "import cycles": 3,
-    "function-level imports of required modules": 116,
-    "underscore imports": 11,
-    "reads of Graph's private members outside graph.py": 52,
+    "import cycles": 0,
+    "function-level imports of required modules": 1,
+    "underscore imports": 0,
+    "reads of Graph's private members outside graph.py": 0,
     "places calling a shape rule": 1,
     "kernels modules importing graphview": 0,
     "files over 500 lines": 0,

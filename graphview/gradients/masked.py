@@ -1,10 +1,10 @@
 """Gradient rules of the masked ops (graphview/ops/masked.py, graphview/ops/masked_loss.py): the
 padding gets a gradient of exactly 0, so nothing read there (NaN included) reaches a gradient."""
+from graphview.gradients.reduce import expand_back
 from graphview.ops.masked import (masked_count, masked_log_softmax, masked_logsumexp, masked_max, masked_mean,
                                   masked_min, masked_softmax, masked_sum, sequence_mask)
 from graphview.ops.masked_loss import masked_cross_entropy_grad, masked_softmax_cross_entropy
 from graphview.ops.math import cast, div, eq, exp, mul, sub, where
-from graphview.ops.reduce import expand_back
 from graphview.registry import defvjp
 
 

@@ -106,7 +106,7 @@ def entries_for(graph, descriptors, what):
         if isinstance(descriptor, Variable):
             node = descriptor.node
             if node.kind is Kind.CONSTANT:
-                descriptor = graph._held(node.name)
+                descriptor = graph.stored(node.name)
             else:
                 if node.dtype != dtypes.INT64:
                     raise IndexDescriptorError(f"{what}: descriptor {position} ({node.name!r}) has dtype "

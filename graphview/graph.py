@@ -32,10 +32,6 @@ class Graph(core.GraphCore):
         for space in SPACES:
             setattr(self, space, Namespace(self, space))
 
-    # ops/view.py reads _held until it switches to stored (ADR 0017); tests/test_training.py and
-    # tests/test_updaters.py read it too, to check a parameter keeps its buffer.
-    _held = core.GraphCore.stored
-
     @property
     def nx(self):
         """A read-only networkx copy of the graph (edges run from input to consumer).

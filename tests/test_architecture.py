@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 CEILINGS = {
     "import cycles": 0,
-    "function-level imports of required modules": 1,
+    "function-level imports of required modules": 0,
     "underscore imports": 0,
     "reads of Graph's private members outside graph.py": 0,
     "places calling a shape rule": 1,

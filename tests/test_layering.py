@@ -1,9 +1,6 @@
 """The import layers and the private names of ADR 0017, checked on the source (nothing is imported).
 
-Each check compares what it finds with a KNOWN_* set of the violations the redesign has not removed
-yet: a violation not in the set fails (nothing new may appear), and so does an entry that no longer
-occurs (delete it: the sets only shrink, until they are empty and the checks are the final ones).
-The analysis is benchmarks/architecture_counts.py's (``import_records``, ``private_reads``).
+Each check fails on any violation it finds, with where it is. The analysis is benchmarks/architecture_counts.py's (``import_records``, ``private_reads``).
 """
 import importlib.util
 import pathlib
@@ -37,20 +34,11 @@ LAYERS = {
 # What a function-level import may cut (with a comment saying so).
 OPTIONAL = {"matplotlib", "tqdm", "sklearn", "threadpoolctl", "scipy", "mpi4py", "onnx", "torch", "jax"}
 
-# "importer -> imported": an import from a higher layer, or one inside an import cycle.
-KNOWN_VIOLATIONS = set()
-
-# "importer -> imported": an import inside a function of something that is no optional dependency;
-# "importer -> package (no comment)": an optional one without a comment on or above its line.
-KNOWN_FUNCTION_LEVEL = {
-    "ops.shape -> layouts.table",
-}
-
-# "reader -> module._name": ``from module import _name`` or ``module._name``;
-# "reader -> ._name": ``<expr>._name`` where only other modules' classes define ``_name``.
-KNOWN_PRIVATE_READS = {
-    "ops.view -> ._held",
-}
+# Violations are reported as "importer -> imported" (an import from a higher layer, one inside an import
+# cycle, or an import inside a function of something that is no optional dependency), "importer -> package
+# (no comment)" (an optional one without a comment on or above its line), "reader -> module._name"
+# (``from module import _name`` or ``module._name``) and "reader -> ._name" (``<expr>._name`` where only
+# other modules' classes define ``_name``).
 
 
 def short(module):
@@ -123,16 +111,9 @@ def private_violations(counts, root):
     return found
 
 
-def compare(found, known, name):
-    new = {entry: found[entry] for entry in sorted(set(found) - known)}
-    gone = sorted(known - set(found))
-    problems = []
-    if new:
-        problems.append("new (remove them; ADR 0017):\n" + "\n".join(
-            f"  {entry}: {'; '.join(where)}" for entry, where in new.items()))
-    if gone:
-        problems.append(f"no longer found (delete them from {name}):\n" + "\n".join(f"  {e!r}," for e in gone))
-    assert not problems, "\n".join(problems)
+def assert_none(found):
+    assert not found, "ADR 0017 forbids:\n" + "\n".join(
+        f"  {entry}: {'; '.join(where)}" for entry, where in sorted(found.items()))
 
 
 def test_every_module_has_a_layer(counts):
@@ -141,7 +122,7 @@ def test_every_module_has_a_layer(counts):
 
 
 def test_imports_go_down_the_layers_and_form_no_cycle(counts):
-    compare(layering_violations(counts, ROOT), KNOWN_VIOLATIONS, "KNOWN_VIOLATIONS")
+    assert_none(layering_violations(counts, ROOT))
 
 
 def test_kernels_import_no_graphview(counts):
@@ -155,11 +136,11 @@ def kernels_importing_graphview(counts, root):
 
 
 def test_function_level_imports_cut_only_optional_dependencies_and_say_so(counts):
-    compare(function_level_violations(counts, ROOT), KNOWN_FUNCTION_LEVEL, "KNOWN_FUNCTION_LEVEL")
+    assert_none(function_level_violations(counts, ROOT))
 
 
 def test_no_module_reads_another_modules_private_names(counts):
-    compare(private_violations(counts, ROOT), KNOWN_PRIVATE_READS, "KNOWN_PRIVATE_READS")
+    assert_none(private_violations(counts, ROOT))
 
 
 def test_the_checks_see_what_they_forbid(counts, tmp_path):

@@ -70,11 +70,11 @@ def test_epoch_loss_is_the_example_weighted_mean_of_iteration_losses():
 
 def test_parameters_keep_their_buffers_and_change_in_place():
     g = classifier()
-    buffers = {name: g._held(name) for name in ("w1", "b1", "w2", "b2")}
+    buffers = {name: g.stored(name) for name in ("w1", "b1", "w2", "b2")}
     before = {name: array.copy() for name, array in buffers.items()}
     g.fit(train_set(), epochs=1, config=config())
     for name, buffer in buffers.items():
-        assert g._held(name) is buffer
+        assert g.stored(name) is buffer
         assert not np.array_equal(buffer, before[name])
 
 

@@ -17,12 +17,12 @@ def graph_with(value, dtype="float64"):
 
 def steps(updater, value, grads, dtype="float64"):
     g = graph_with(value, dtype)
-    buffer = g._held("w")
+    buffer = g.stored("w")
     history = []
     for grad in grads:
         updater.step(g, {"w": np.array(grad, dtype=dtype)})
         history.append(g.value("w"))
-    assert g._held("w") is buffer, "the parameter must keep its buffer"
+    assert g.stored("w") is buffer, "the parameter must keep its buffer"
     return history
 
 
@@ -127,10 +127,10 @@ def test_float32_updates_in_place_close_to_float64(updater):
 def test_update_writes_into_the_stored_buffer_a_matrix_too():
     g = gv.Graph()
     g.var("w", np.arange(6.0).reshape(2, 3))
-    stored = g._held("w")
+    stored = g.stored("w")
     view = stored.reshape(-1)
     SGD(0.5).step(g, {"w": np.ones((2, 3))})
-    assert np.shares_memory(view, g._held("w"))
+    assert np.shares_memory(view, g.stored("w"))
     np.testing.assert_array_equal(g.value("w"), np.arange(6.0).reshape(2, 3) - 0.5)
 
 

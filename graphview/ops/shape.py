@@ -14,6 +14,7 @@ import numpy as np
 from graphview import attributes, dtypes
 from graphview.dims import Dim, DimError
 from graphview.errors import ShapeError
+from graphview.layouts.table import axis_of
 from graphview.ops.reduce import sum_kernel
 from graphview.registry import defop, public
 from graphview.shapes import (broadcast_shapes, expand_axes, format_shape, known_size, normalize_axes, normalize_axis,
@@ -133,7 +134,6 @@ def permute(x, *perm, name=None):
 
 def axes_of_dims(x, axes, op):
     """``axes`` with every gv.Dim replaced by its position among x's axes (other entries unchanged)."""
-    from graphview.layouts.table import axis_of
     return tuple(axis_of(x, a, op) if isinstance(a, Dim) else a for a in axes)
 
 

@@ -61,14 +61,14 @@ def executor_of(graph):
 
 
 class Step:
-    """One op of a plan. ``run`` takes the input values as they are in the slots; ``direct``
+    """One op of a plan. ``run`` takes the input values as they are in the slots; ``kernel_call``
     takes them after the private ``copies`` (input positions) are made, which the listened
     path makes itself so that listeners see exactly the arrays the kernel receives."""
-    __slots__ = ("node", "definition", "run", "direct", "copies", "inputs", "out", "free", "shape", "dtype",
+    __slots__ = ("node", "definition", "run", "kernel_call", "copies", "inputs", "out", "free", "shape", "dtype",
                  "view")
 
-    def __init__(self, node, definition, run, direct, copies, inputs, out, shape, dtype, view):
-        self.node, self.definition, self.run, self.direct, self.copies = node, definition, run, direct, copies
+    def __init__(self, node, definition, run, kernel_call, copies, inputs, out, shape, dtype, view):
+        self.node, self.definition, self.run, self.kernel_call, self.copies = node, definition, run, kernel_call, copies
         self.inputs, self.out, self.free = inputs, out, ()
         self.shape, self.dtype, self.view = shape, dtype, view
 
@@ -81,7 +81,8 @@ class Plan:
         self.steps = steps
         self.slots = slots
         self.copy_outputs = copy_outputs
-        self.fast = [(s.run, s.inputs, s.out, s.free) for s in steps]
+        # The loop a run without listeners takes: one tuple per step, nothing looked up per node.
+        self.unlistened = [(s.run, s.inputs, s.out, s.free) for s in steps]
         self._step_writing = {s.out: s for s in steps}
 
     @property
@@ -98,7 +99,7 @@ class Plan:
         else:
             out = None
             try:
-                for run, inputs, out, free in self.fast:
+                for run, inputs, out, free in self.unlistened:
                     values[out] = run(*[values[i] for i in inputs])
                     for i in free:
                         values[i] = None
@@ -121,7 +122,7 @@ class Plan:
             for listener in listeners:
                 listener.pre_op(context, step.node, inputs)
             try:
-                output = step.direct(*inputs)
+                output = step.kernel_call(*inputs)
             except Exception as error:
                 _raise_named(error, step.node)
             values[step.out] = output
@@ -227,13 +228,13 @@ class Executor:
             shapes[node.name] = shape
             in_contiguous = [contiguous[name] for name in node.inputs]
             copies = plan.input_copies.get(node.name, ())
-            run, direct = _runner(node, definition, attrs, shape, node.dtype, in_shapes, in_contiguous, copies)
+            run, kernel_call = _runner(node, definition, attrs, shape, node.dtype, in_shapes, in_contiguous, copies)
             if definition.inplace:
                 written = definition.inplace[0]
                 contiguous[node.name] = written in copies or in_contiguous[written]
             else:
                 contiguous[node.name] = not definition.view
-            steps.append(Step(node, definition, run, direct, copies, tuple(slots[n] for n in node.inputs),
+            steps.append(Step(node, definition, run, kernel_call, copies, tuple(slots[n] for n in node.inputs),
                               slots[node.name], shape, node.dtype, definition.view))
         _assign_frees(steps, set(slots[n] for n in names))
         copy_outputs = {name for name in names if plan.external(name)}
@@ -280,21 +281,21 @@ def _assign_frees(steps, keep):
 
 
 def _runner(node, definition, attrs, shape, dtype, in_shapes, in_contiguous, copies=()):
-    """``(run, direct)`` for one step: ``direct`` calls the kernel, ``run`` first replaces the
+    """``(run, kernel_call)`` for one step: ``kernel_call`` calls the kernel, ``run`` first replaces the
     inputs at positions ``copies`` (chosen by the schedule, ADR 0009) with private copies."""
     if any(None in s for s in in_shapes):
-        direct = _checked_runner(node, definition, attrs, shape, dtype)
+        kernel_call = _checked_runner(node, definition, attrs, shape, dtype)
     else:
-        direct = _static_runner(node, definition, attrs, shape, dtype, in_shapes, in_contiguous)
+        kernel_call = _static_runner(node, definition, attrs, shape, dtype, in_shapes, in_contiguous)
     if not copies:
-        return direct, direct
+        return kernel_call, kernel_call
 
     def run_with_copies(*inputs):
         inputs = list(inputs)
         for position in copies:
             inputs[position] = copy_array(inputs[position])
-        return direct(*inputs)
-    return run_with_copies, direct
+        return kernel_call(*inputs)
+    return run_with_copies, kernel_call
 
 
 def _checked_runner(node, definition, attrs, planned, dtype):

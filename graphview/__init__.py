@@ -13,6 +13,7 @@ importlib.import_module("graphview.ops")
 # Every built-in op's gradient rule, registered before any user code runs (ADR 0017).
 importlib.import_module("graphview.gradients")
 from graphview.registry import defop, defvjp, ops  # noqa: E402
+from graphview.gradients.unbroadcast import unbroadcast  # noqa: E402  (for gradient rules of broadcasting ops)
 from graphview import attributes as attrs  # noqa: E402  (gv.attrs.Axis(), gv.attrs.Seed(), ... for defop)
 from graphview.testing import Sample  # noqa: E402
 
@@ -35,7 +36,7 @@ from graphview.layouts.table import dims_of, lengths_of, set_dims, unmasked  # n
 from graphview.layouts.views import (ClassView, DataView, ImageView, LayoutError, ListView,  # noqa: E402
                                      SequenceView)
 from graphview.rearrange import PatternError, rearrange, reduce  # noqa: E402
-from graphview.ops.masked import PUBLIC as _MASKED, mask_of  # noqa: E402
+from graphview.ops.masked import PUBLIC as _MASKED, Masked, mask_of  # noqa: E402
 
 masked_sum, masked_mean, masked_max, masked_min, masked_logsumexp = (
     _MASKED[f"masked_{n}"] for n in ("sum", "mean", "max", "min", "logsumexp"))
@@ -47,7 +48,7 @@ VARIABLE, CONSTANT, PLACEHOLDER, ARRAY = Kind.VARIABLE, Kind.CONSTANT, Kind.PLAC
 from graphview.version import __version__  # noqa: E402,F401  (one place: graph files write it too)
 
 __all__ = [
-    "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "defvjp", "ops", "attrs", "Sample",
+    "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "defvjp", "unbroadcast", "Masked", "ops", "attrs", "Sample",
     "GraphviewError", "ShapeError", "DTypeError", "IndexDescriptorError", "InplaceModificationError",
     "GraphFileError", "NameConflictError", "UnknownNameError", "PlaceholderError", "ExecutionError", "OpArgumentError",
     "TrainingError", "indexing", "point", "interval", "all", "new_axis",

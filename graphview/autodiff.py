@@ -75,7 +75,7 @@ class GradientGraph:
             if check_shapes and expected is not None and tuple(array.shape) != expected:
                 raise ShapeError(f"the gradient of {name!r} has shape {format_shape(array.shape)} but {name!r} "
                                  f"has shape {format_shape(expected)} in this run; a gradient rule on the way "
-                                 "does not sum its gradient back to its input (graphview.ops.shape.reduce_to)")
+                                 "does not sum its gradient back to its input (gv.unbroadcast(grad, input, out) does)")
             # Two wrt names may share one gradient node; never hand out one array twice.
             result[name] = array.copy() if id(array) in seen else array
             seen.add(id(array))
@@ -203,7 +203,7 @@ def _checked(node, source, grad):
     if mismatch:
         raise ShapeError(f"the gradient rule of {node.op} (node {node.name!r}) gave a gradient of shape "
                          f"{format_shape(grad.shape)} for input {source.name!r} of shape {format_shape(source.shape)}; "
-                         "a rule for a broadcasting op must sum the gradient back to its input (graphview.ops.shape.reduce_to)")
+                         "a rule for a broadcasting op must sum the gradient back to its input (gv.unbroadcast(grad, input, out) does)")
     if grad.dtype != source.dtype:
         grad = cast(grad, source.dtype)
     return grad

@@ -1,6 +1,11 @@
-"""Built-in ops (forward only), one file per family; importing this package registers them all. Their
-gradient rules are registered by graphview.gradients, which graphview/__init__ imports next."""
-from graphview.ops import math, reduce, nn, linalg, shape, loss, random  # noqa: F401
-from graphview.ops import view, inplace  # noqa: F401,E402  (ADRs 0008, 0009)
-from graphview.ops import masked  # noqa: F401,E402  (ADR 0014)
-from graphview.layouts import ops as layout_ops  # noqa: F401,E402  (ADR 0014)
+"""Built-in ops (forward only), one module per family; importing this package registers them all. Their
+gradient rules are registered by graphview.gradients, which graphview/__init__ imports next.
+
+Every module here is imported, in name order, so a new family is one new file (each module imports
+what it builds on at module level, so the order does not matter)."""
+import importlib
+import pkgutil
+
+for _family in sorted(module.name for module in pkgutil.iter_modules(__path__)):
+    importlib.import_module(f"{__name__}.{_family}")
+importlib.import_module("graphview.layouts.ops")   # the layout views' ops (ADR 0014)

@@ -1,0 +1,42 @@
+"""Gradient rules of the activations (graphview/ops/activations.py).
+
+Built from differentiable ops, so second derivatives work. At the kinks they take PyTorch's
+choices: leaky_relu's gradient at 0 is alpha, elu's and selu's come from their negative side,
+hard_tanh's is 0 at min_val and max_val (and where x is NaN, as relu's).
+"""
+from graphview.ops.activations import SELU_ALPHA, SELU_SCALE
+from graphview.ops.math import add, gt, lt, mul, neg, sub, where
+from graphview.ops.nn import sigmoid
+from graphview.registry import defvjp
+
+
+def _leaky_relu(g, out, x, alpha=0.01):
+    return (where(gt(x, 0.0), g, mul(g, alpha)),)
+
+
+def _elu(g, out, x, alpha=1.0):
+    # exp(x) * alpha = out + alpha where x <= 0.
+    return (where(gt(x, 0.0), g, mul(g, add(out, alpha))),)
+
+
+def _selu(g, out, x):
+    return (where(gt(x, 0.0), mul(g, SELU_SCALE), mul(g, add(out, SELU_SCALE * SELU_ALPHA))),)
+
+
+def _silu(g, out, x):
+    s = sigmoid(x)
+    # s * (1 + x * (1 - s))
+    return (mul(g, mul(s, add(mul(x, sub(1.0, s)), 1.0))),)
+
+
+def _hard_tanh(g, out, x, min_val=-1.0, max_val=1.0):
+    return (where(gt(x, min_val), where(lt(x, max_val), g, 0.0), 0.0),)
+
+
+defvjp("leaky_relu", _leaky_relu)
+defvjp("elu", _elu)
+defvjp("selu", _selu)
+defvjp("softplus", lambda g, out, x: (mul(g, sigmoid(x)),))
+defvjp("silu", _silu)
+defvjp("log_sigmoid", lambda g, out, x: (mul(g, sigmoid(neg(x))),))
+defvjp("hard_tanh", _hard_tanh)

@@ -21,7 +21,7 @@ import re
 import numpy as np
 
 from graphview import core, dims as dimmath, dtypes
-from graphview.dims import Dim
+from graphview.dims import Dim, batch_dim
 from graphview.errors import DTypeError, GraphviewError
 from graphview.layouts import table
 from graphview.ops.view import apply_view
@@ -294,6 +294,11 @@ def _compile(x, left, right, sizes, where):
             merged = dimmath.product(dims[start:start + width]) if None not in dims[start:start + width] else None
             new_dims = dims[:start] + [merged] + dims[start + width:]
             group = covers[start:start + width]
+            packed = _packed_merge(current, dims, start, width, merged, new_dims)
+            if packed is not None:
+                current, dims = packed, new_dims
+                contiguous, covers = True, [(i, i) for i in range(len(dims))]
+                continue
             view = bool(contiguous) and None not in group and all(a[1] + 1 == b[0] for a, b in zip(group, group[1:]))
             current = step(current, "merge_axes" if view else "merge_axes_copy", new_dims,   # unknown: copy
                            start=start, stop=start + width)
@@ -305,8 +310,57 @@ def _compile(x, left, right, sizes, where):
     return current
 
 
+def _lengths_inputs(graph, dims):
+    """(lengths variables, their positions among ``dims``) for the dims that have lengths."""
+    found = [(table.lengths_of(graph, d), i) for i, d in enumerate(dims) if d is not None and d.size is None]
+    found = [(lengths, i) for lengths, i in found if lengths is not None]
+    return [lengths for lengths, _ in found], tuple(i for _, i in found)
+
+
+def _packed_merge(x, dims, start, width, merged, new_dims):
+    """The merge of ``dims[start:start + width]`` as pack_axes when a dim with lengths is not the outer
+    one (``(f t)``, ``(t1 t2)``), so that the merged dim's padding is at its end and it has lengths
+    (the product of its factors' lengths and sizes); None when a plain merge keeps the lengths right."""
+    group = dims[start:start + width]
+    lengths, dynamic = _lengths_inputs(x.graph, group)
+    if merged is None or not dynamic or dynamic == (0,) or batch_dim not in dims:
+        return None
+    batch_axis = dims.index(batch_dim)
+    if start <= batch_axis < start + width:
+        return None   # (b t): the batch merged away, no per-entry lengths are left
+    result = step(x, "pack_axes", new_dims, inputs=lengths, start=start, stop=start + width,
+                  batch_axis=batch_axis, dynamic=dynamic)
+    if table.lengths_of(x.graph, merged) is None:
+        total = None
+        for factor, dim in enumerate(group):
+            part = lengths[dynamic.index(factor)] if factor in dynamic else dim.size
+            total = part if total is None else registered_op("mul")(total, part)
+        table.declare_lengths(merged, total)
+    table.dims_table(x.graph).cache.setdefault(("packed", id(merged.canonical())), (x.name, start))
+    return result
+
+
+def _unpacked_split(current, dims, position, found):
+    """The split of a merged dim built by pack_axes back into its factors (unpack_axis into the padded
+    sizes of the tensor it was merged from), or None when ``dims[position]`` was not packed."""
+    source = dims[position]
+    entry = table.dims_table(current.graph).cache.get(("packed", id(source.canonical()))) if source else None
+    if entry is None or found is None or batch_dim not in dims:
+        return None
+    like, like_start = current.graph[entry[0]], entry[1]
+    lengths, dynamic = _lengths_inputs(current.graph, found)
+    new_dims = dims[:position] + list(found) + dims[position + 1:]
+    return step(current, "unpack_axis", new_dims, inputs=[like, *lengths], axis=position, like_start=like_start,
+                count=len(found), batch_axis=dims.index(batch_dim), dynamic=dynamic), found
+
+
 def _split(current, dims, position, names, sizes, where):
     names = [n for n in names if n != "1"]
+    found = dimmath.factors(dims[position], len(names)) if dims[position] is not None else None
+    if found is not None and all(sizes.get(n, -1) in (-1, f.size) for n, f in zip(names, found)):
+        unpacked = _unpacked_split(current, dims, position, found)
+        if unpacked is not None:
+            return unpacked
     given = [sizes.get(n, -1) for n in names]
     size = current.shape[position]
     source = dims[position]
@@ -331,13 +385,13 @@ def _split(current, dims, position, names, sizes, where):
                 axis=position, sizes=tuple(given)), found
 
 
-def step(x, op, dims, **attrs):
+def step(x, op, dims, inputs=(), **attrs):
     """One cached view step: the same (input, op, attributes) always gives the same variable."""
     entries = table.dims_table(x.graph)
-    key = ("step", x.name, op, tuple(sorted(attrs.items())))
+    key = ("step", x.name, op, tuple(v.name for v in inputs), tuple(sorted(attrs.items())))
     if key in entries.cache:
         return x.graph[entries.cache[key]]
-    result = registered_op(op)(x, **attrs)
+    result = registered_op(op)(x, *inputs, **attrs)
     table.set_dims(result, [d if d is None or d.size in (None, s) else None for d, s in zip(dims, result.shape)])
     entries.cache[key] = result.name
     return result

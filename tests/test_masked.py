@@ -61,10 +61,11 @@ def test_a_merge_of_time_then_features_keeps_lengths_and_stays_masked():
         assert not values[probabilities.name][b, n * 4:].any()
 
 
-def test_a_merge_with_time_inside_has_no_lengths():
+def test_a_merge_with_time_inside_packs_the_padding_to_the_end():
     g, seq, time, feature = graph()
-    interleaved = gv.rearrange(seq, "b t f -> b (f t)")   # padding is spread through the merged axis
-    assert gv.lengths_of(g, feature * time) is None and g.math.sum(interleaved, axis=1).op == "sum"
+    packed = gv.rearrange(seq, "b t f -> b (f t)")   # tests/test_merge_lengths.py checks the values
+    assert packed.op == "pack_axes" and gv.lengths_of(g, feature * time) is not None
+    assert g.math.sum(packed, axis=1).op == "masked_sum"
 
 
 def test_reductions_over_other_axes_are_not_masked():

@@ -18,6 +18,7 @@ from graphview.errors import ShapeError
 from graphview.registry import defop
 from graphview.shapes import normalize_axis
 from graphview.testing import Sample, strided, transposed
+from graphview_kernels import packing
 from graphview_kernels.elementwise import copy as copy_kernel
 
 
@@ -117,3 +118,172 @@ split_axis = defop("split_axis", shape=_split_shape, kernel=_split_view, view=Tr
                    family="shape", doc="Axis ``axis`` of x split into ``sizes`` (one may be -1); always a view.",
                    attrs={"axis": attributes.Axis(), "sizes": attributes.Shape(minus_one=True)})
 
+
+
+# --- packing: merges whose padding is not at the end --------------------------------------------
+# Merging (f t) where t has lengths interleaves padding (each f row ends with t's padding), and so does
+# merging two dims with lengths; a masked op reads a prefix of an axis. pack_axes moves each batch
+# entry's valid box (row-major) to the front of the merged axis, so the merged dim has the lengths
+# f * t's (t1's * t2's); unpack_axis puts the entries back, with zeros at the padding, into the
+# padded sizes of ``like`` (the tensor before the merge). Rules in graphview/gradients/packing.py.
+
+def _pack_checks(op, x, lengths, batch_axis, first, last, dynamic, factors):
+    rank = len(x)
+    if not 0 <= batch_axis < rank:
+        raise ShapeError(f"{op}: batch_axis {batch_axis} is not an axis of an input of rank {rank}")
+    if first <= batch_axis < last:
+        raise ShapeError(f"{op}: the batch axis {batch_axis} cannot be among the merged axes [{first}, {last})")
+    if len(lengths) != len(dynamic) or len(set(dynamic)) != len(dynamic) or any(
+            not 0 <= d < factors for d in dynamic):
+        raise ShapeError(f"{op}: dynamic {dynamic} must name, once each, the merged factors (0..{factors - 1}) "
+                         f"that the {len(lengths)} lengths input(s) belong to")
+    for position, shape in enumerate(lengths):
+        if len(shape) != 1 or (shape[0] is not None and x[batch_axis] is not None and shape[0] != x[batch_axis]):
+            raise ShapeError(f"{op}: lengths input {position} has shape {shape}, not (batch,) = ({x[batch_axis]},)")
+
+
+def _pack_shape(x, *lengths, start, stop, batch_axis, dynamic):
+    _pack_checks("pack_axes", x, lengths, batch_axis, start, stop, dynamic, stop - start)
+    return _merged_shape(x, start, stop)
+
+
+def _extents(op, batch, sizes, lengths, dynamic):
+    extents = np.empty((batch, len(sizes)), np.int64)
+    extents[:] = np.asarray(sizes, np.int64)
+    for position, (factor, values) in enumerate(zip(dynamic, lengths)):
+        values = np.asarray(values)
+        if values.shape != (batch,):
+            raise ShapeError(f"{op}: lengths input {position} has shape {values.shape}, not (batch,) = ({batch},)")
+        if values.size and (values.min() < 0 or values.max() > sizes[factor]):
+            raise ShapeError(f"{op}: lengths input {position} holds {values.min()}..{values.max()}, outside "
+                             f"[0, {sizes[factor]}] (the padded size of merged factor {factor})")
+        extents[:, factor] = values
+    return extents
+
+
+def _write_four(out, batch_axis, start, stop, compute):
+    target = packing.as_four_axes(out, batch_axis, start, stop)
+    compute(target)
+    if target.size and not np.shares_memory(target, out):
+        np.moveaxis(out, batch_axis, 0)[...] = target.reshape(np.moveaxis(out, batch_axis, 0).shape)
+
+
+def _pack_kernel(x, *arrays, start, stop, batch_axis, dynamic):
+    *lengths, out = arrays
+    sizes = x.shape[start:stop]
+    extents = _extents("pack_axes", x.shape[batch_axis], sizes, lengths, dynamic)
+    x4 = packing.as_four_axes(x, batch_axis, start, stop)
+    out_batch = batch_axis if batch_axis < start else batch_axis - (stop - start - 1)
+    _write_four(out, out_batch, start, start + 1,
+                lambda target: packing.pack(x4, extents, np.asarray(sizes, np.int64), target))
+
+
+def _unpack_shape(y, like, *lengths, axis, like_start, count, batch_axis, dynamic):
+    if not 0 <= axis < len(y) or not 0 <= like_start <= len(like) - count or count < 1:
+        raise ShapeError(f"unpack_axis: axis {axis} of an input of rank {len(y)} cannot be split into axes "
+                         f"[{like_start}, {like_start + count}) of like (rank {len(like)})")
+    _pack_checks("unpack_axis", y, lengths, batch_axis, axis, axis + 1, dynamic, count)
+    return tuple(y[:axis]) + tuple(like[like_start:like_start + count]) + tuple(y[axis + 1:])
+
+
+def _unpack_kernel(y, like, *arrays, axis, like_start, count, batch_axis, dynamic):
+    *lengths, out = arrays
+    sizes = like.shape[like_start:like_start + count]
+    extents = _extents("unpack_axis", y.shape[batch_axis], sizes, lengths, dynamic)
+    most = int(np.prod(extents, axis=1).max()) if extents.size else 0
+    if most > y.shape[axis]:
+        raise ShapeError(f"unpack_axis: a batch entry has {most} valid entries but axis {axis} has size {y.shape[axis]}")
+    y4 = packing.as_four_axes(y, batch_axis, axis, axis + 1)
+    out_batch = batch_axis if batch_axis < axis else batch_axis + count - 1
+    _write_four(out, out_batch, axis, axis + count,
+                lambda target: packing.unpack(y4, extents, np.asarray(sizes, np.int64), target))
+
+
+def _valid_indices(sizes, extents):
+    grids = np.meshgrid(*[np.arange(e) for e in extents], indexing="ij")
+    return np.ravel_multi_index([g.ravel() for g in grids], sizes) if grids else np.zeros(1, np.int64)
+
+
+def _pack_reference(x, *lengths, start, stop, batch_axis, dynamic):
+    sizes = x.shape[start:stop]
+    moved = np.moveaxis(x, batch_axis, 0)
+    shift = 1 if batch_axis > start else 0
+    merged = moved.reshape(moved.shape[:start + shift] + (-1,) + moved.shape[stop + shift:])
+    out = np.zeros_like(merged)
+    for b in range(x.shape[batch_axis]):
+        extents = list(sizes)
+        for factor, values in zip(dynamic, lengths):
+            extents[factor] = int(values[b])
+        valid = _valid_indices(sizes, extents)
+        source = np.take(merged[b], valid, axis=start + shift - 1)
+        index = [slice(None)] * (merged.ndim - 1)
+        index[start + shift - 1] = slice(0, len(valid))
+        out[b][tuple(index)] = source
+    return np.moveaxis(out, 0, batch_axis if batch_axis < start else batch_axis - (stop - start - 1))
+
+
+def _unpack_reference(y, like, *lengths, axis, like_start, count, batch_axis, dynamic):
+    sizes = like.shape[like_start:like_start + count]
+    shape = _unpack_shape(y.shape, like.shape, *[v.shape for v in lengths], axis=axis, like_start=like_start,
+                          count=count, batch_axis=batch_axis, dynamic=dynamic)
+    out_batch = batch_axis if batch_axis < axis else batch_axis + count - 1
+    out = np.zeros(shape, y.dtype)
+    moved_out = np.moveaxis(out, out_batch, 0)
+    moved_y = np.moveaxis(y, batch_axis, 0)
+    place = axis + (1 if batch_axis > axis else 0) - 1
+    flat = moved_out.reshape(moved_out.shape[:place + 1] + (-1,) + moved_out.shape[place + 1 + count:])
+    for b in range(y.shape[batch_axis]):
+        extents = list(sizes)
+        for factor, values in zip(dynamic, lengths):
+            extents[factor] = int(values[b])
+        valid = _valid_indices(sizes, extents)
+        index = [slice(None)] * flat[b].ndim
+        index[place] = valid
+        source = [slice(None)] * moved_y[b].ndim
+        source[place] = slice(0, len(valid))
+        flat[b][tuple(index)] = moved_y[b][tuple(source)]
+    return np.moveaxis(flat.reshape(moved_out.shape), 0, out_batch)
+
+
+def _pack_samples():
+    r = np.random.default_rng(82)
+    bft = r.normal(size=(2, 3, 4))
+    t_lengths = np.array([4, 2])
+    two = r.normal(size=(3, 4, 5, 2))
+    return [Sample((bft, t_lengths), {"start": 1, "stop": 3, "batch_axis": 0, "dynamic": (1,)},
+                   label="(f t)", constant_inputs=(1,)),
+            Sample((bft.astype(np.float32), np.array([3, 0])), {"start": 1, "stop": 3, "batch_axis": 0,
+                   "dynamic": (0,)}, label="(t f) float32, an empty entry", constant_inputs=(1,)),
+            Sample((two, np.array([4, 1, 0]), np.array([5, 2, 3])), {"start": 1, "stop": 3, "batch_axis": 0,
+                   "dynamic": (0, 1)}, label="(t1 t2)", constant_inputs=(1, 2)),
+            Sample((transposed(r.normal(size=(3, 4, 2))), np.array([1, 3])), {"start": 0, "stop": 2,
+                   "batch_axis": 2, "dynamic": (1,)}, label="batch last, strided", constant_inputs=(1,))]
+
+
+def _unpack_samples():
+    result = []
+    for sample in _pack_samples():
+        x, *lengths = sample.inputs
+        attrs = sample.attrs
+        packed = _pack_reference(x, *lengths, **attrs)
+        out_batch = attrs["batch_axis"] if attrs["batch_axis"] < attrs["start"] else \
+            attrs["batch_axis"] - (attrs["stop"] - attrs["start"] - 1)
+        result.append(Sample((packed, x, *lengths), {"axis": attrs["start"], "like_start": attrs["start"],
+                             "count": attrs["stop"] - attrs["start"], "batch_axis": out_batch,
+                             "dynamic": attrs["dynamic"]}, label=sample.label,
+                             constant_inputs=tuple(range(1, 2 + len(lengths)))))
+    return result
+
+
+_PACK_ATTRS = {"batch_axis": attributes.Int(minimum=0), "dynamic": attributes.Shape()}
+pack_axes = defop("pack_axes", shape=_pack_shape, kernel=_pack_kernel, accepts=dtypes.ALL,
+                  samples=_pack_samples, reference=_pack_reference, family="shape",
+                  doc="Axes [start, stop) of x merged with each batch entry's valid entries first (the merged "
+                      "factors listed in dynamic have the lengths inputs, in order) and zeros after.",
+                  attrs={"start": attributes.Int(minimum=0), "stop": attributes.Int(minimum=0), **_PACK_ATTRS})
+unpack_axis = defop("unpack_axis", shape=_unpack_shape, kernel=_unpack_kernel, accepts=dtypes.ALL,
+                    samples=_unpack_samples, reference=_unpack_reference, family="shape",
+                    doc="pack_axes undone: axis ``axis`` of y split into axes [like_start, like_start + count) "
+                        "of like's sizes, the valid entries put back and zeros at the padding.",
+                    attrs={"axis": attributes.Int(minimum=0), "like_start": attributes.Int(minimum=0),
+                           "count": attributes.Int(minimum=1), **_PACK_ATTRS})

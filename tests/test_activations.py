@@ -74,7 +74,8 @@ def test_subgradients_at_the_kinks_are_pytorchs():
     np.testing.assert_array_equal(leaky[:4], 0.25 * weights[:4] * [1, 1, 1, 4])   # alpha at 0, 1 above
     np.testing.assert_array_equal(hard[:4], [weights[0], weights[1], 0.0, 0.0])    # 0 at min_val and max_val
     np.testing.assert_allclose(elu[:2], 2.0 * weights[:2])                         # alpha * exp(0) at 0
-    assert hard[4] == 0.0
+    # At NaN: leaky_relu alpha, elu its positive side's 1 (PyTorch); hard_tanh 0, as graphview's relu.
+    assert leaky[4] == 0.25 * weights[4] and elu[4] == weights[4] and hard[4] == 0.0
 
 
 @pytest.mark.parametrize("name, attrs, fn", CASES, ids=IDS)

@@ -147,6 +147,8 @@ def test_bad_shapes_reductions_and_dtypes_are_refused_when_built():
         g.loss.huber(a, a, reduction="average")
     with pytest.raises(gv.OpArgumentError, match="delta"):
         g.loss.huber(a, a, delta=-1.0)
+    with pytest.raises(gv.OpArgumentError, match="huber: delta must be positive"):
+        g.loss.huber(a, a, delta=0.0)
     with pytest.raises(gv.ShapeError, match="nll: labels \\(4,\\) and log_probs without the class axis 1"):
         g.loss.nll(a, g.placeholder("labels", (4,), "int64"))
     with pytest.raises(gv.DTypeError, match="nll: input labels has dtype float64"):

@@ -2,10 +2,11 @@
 
 Built from differentiable ops, so second derivatives work. At the kinks they take PyTorch's
 choices: leaky_relu's gradient at 0 is alpha, elu's and selu's come from their negative side,
-hard_tanh's is 0 at min_val and max_val (and where x is NaN, as relu's).
+hard_tanh's is 0 at min_val and max_val. Where x is NaN: leaky_relu's is alpha, elu's and selu's their
+positive side's (as PyTorch), hard_tanh's 0 (as graphview's relu; PyTorch passes the gradient).
 """
 from graphview.ops.activations import SELU_ALPHA, SELU_SCALE
-from graphview.ops.math import add, gt, lt, mul, neg, sub, where
+from graphview.ops.math import add, gt, le, lt, mul, neg, sub, where
 from graphview.ops.nn import sigmoid
 from graphview.registry import defvjp
 
@@ -15,12 +16,12 @@ def _leaky_relu(g, out, x, alpha=0.01):
 
 
 def _elu(g, out, x, alpha=1.0):
-    # exp(x) * alpha = out + alpha where x <= 0.
-    return (where(gt(x, 0.0), g, mul(g, add(out, alpha))),)
+    # alpha * exp(x) = out + alpha where x <= 0; NaN takes the positive side's 1, as in PyTorch.
+    return (where(le(x, 0.0), mul(g, add(out, alpha)), g),)
 
 
 def _selu(g, out, x):
-    return (where(gt(x, 0.0), mul(g, SELU_SCALE), mul(g, add(out, SELU_SCALE * SELU_ALPHA))),)
+    return (where(le(x, 0.0), mul(g, add(out, SELU_SCALE * SELU_ALPHA)), mul(g, SELU_SCALE)),)
 
 
 def _silu(g, out, x):

@@ -9,7 +9,7 @@ graphview/gradients/reduction_losses.py.
 import numpy as np
 
 from graphview import attributes, dtypes
-from graphview.errors import ExecutionError, ShapeError
+from graphview.errors import ExecutionError, OpArgumentError, ShapeError
 from graphview.layouts import table
 from graphview.ops.masked import Masked, masked_mean, masked_sum, sequence_mask
 from graphview.ops.math import cast, div, ne, where
@@ -105,6 +105,8 @@ def _bce_shape(logits, targets, reduction="mean"):
 
 
 def _huber_shape(predictions, targets, delta=1.0, reduction="mean"):
+    if delta <= 0:
+        raise OpArgumentError(f"huber: delta must be positive (PyTorch refuses the others), not {delta}")
     _same_shapes("huber", predictions, targets, ("predictions", "targets"))
     return _reduced(predictions, reduction)
 
@@ -210,7 +212,7 @@ def _nll_reference(log_probs, labels, reduction="mean", ignore_index=-100):
     valid = labels != ignore_index
     safe = np.where(valid, labels, 0).astype(np.int64)
     each = np.where(valid, -np.take_along_axis(x, safe[:, None], axis=1)[:, 0], 0.0)
-    if x.ndim == 1 or np.ndim(log_probs) == 1:
+    if np.ndim(log_probs) == 1:
         each = each[0]
     value = each if reduction == "none" else each.sum() if reduction == "sum" else (
         each.sum() / valid.sum() if valid.sum() else np.nan)

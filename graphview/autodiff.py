@@ -170,7 +170,7 @@ def _backward(graph, order, losses, wrt):
         if definition.vjp is None:
             declared = "is declared differentiable but" if definition.differentiable else "is not marked differentiable=False and"
             raise GraphviewError(f"op {node.op} (node {node.name!r}) {declared} has no gradient rule; "
-                                 "give defop a vjp= or mark it differentiable=False")
+                                 "give it one (defop's vjp= or gv.defvjp) or mark it differentiable=False")
         inputs = [graph[name] for name in node.inputs]
         contributions = definition.vjp(grad, graph[node.name], *inputs, **node.attributes)
         if isinstance(contributions, Variable) or contributions is None:

@@ -183,6 +183,9 @@ def defvjp(op, rule):
     rule again replaces it; a different rule for an op that has one is an error naming both places."""
     if not callable(rule):
         raise GraphviewError(f"defvjp {_op_name(op)}: the rule must be a function (grad, out, *inputs, **attrs)")
+    if get(_op_name(op)).differentiable is False:
+        raise GraphviewError(f"defvjp {_op_name(op)}: the op is declared differentiable=False, so autodiff would "
+                             "never call a rule; declare it without differentiable=False to give it one")
     return _register_rule(op, "vjp", rule)
 
 

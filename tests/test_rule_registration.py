@@ -65,3 +65,23 @@ def test_rules_need_a_registered_op_and_a_function(triple):
         gv.defvjp(triple, "not a function")
     with pytest.raises(gv.GraphviewError, match="defmasked test_rules_triple: give the masked form"):
         registry.defmasked(triple, None)
+
+
+def test_a_rule_for_an_op_declared_non_differentiable_is_refused():
+    name = "test_rules_flat"
+    op = gv.defop(name, shape=lambda x: x, kernel=_triple_kernel, differentiable=False)
+    try:
+        with pytest.raises(gv.GraphviewError, match="defvjp test_rules_flat: the op is declared differentiable=False"):
+            gv.defvjp(op, _triple_vjp)
+        assert registry.get(name).vjp is None
+    finally:
+        registry._REGISTRY.pop(name, None)
+        registry._CALLABLES.pop(name, None)
+
+
+def test_reduce_to_adds_no_node_when_the_shapes_already_match():
+    from graphview.ops.shape import reduce_to
+    g = gv.Graph()
+    a, b = g.placeholder("a", (2, 3)), g.placeholder("b", (1, 3))
+    assert reduce_to(a, a) is a
+    assert reduce_to(a, b).node.op == "reduce_to"

@@ -3,12 +3,11 @@ from graphview.ops.shape import reduce_to
 
 
 def unbroadcast(grad, like, out=None):
-    """``grad`` summed back to ``like``'s shape (the ``reduce_to`` op), or ``grad`` itself when no sum is
-    needed: when ``like``, an input of the broadcasting op ``out``, provably has ``out``'s shape at run
-    time (a node would cost a pass over the gradient), or when ``grad`` has ``like``'s shape statically."""
+    """``grad`` summed back to ``like``'s shape (``reduce_to``), or ``grad`` itself when no sum is needed:
+    when ``like``, an input of the broadcasting op ``out``, provably has ``out``'s shape at run time (a
+    node would cost a pass over the gradient), or (``reduce_to``'s own shortcut) when ``grad`` has
+    ``like``'s shape statically."""
     if out is not None and keeps_output_shape(like, out):
-        return grad
-    if grad.shape == like.shape and None not in grad.shape:
         return grad
     return reduce_to(grad, like)
 

@@ -353,10 +353,17 @@ def _reduce_to_samples():
 
 
 # Gradient rules call it through graphview.gradients.unbroadcast, which adds no node where none is needed.
-reduce_to = defop(
+reduce_to_op = defop(
     "reduce_to", shape=_reduce_to_shape, kernel=_reduce_to_kernel, accepts=dtypes.ALL, samples=_reduce_to_samples,
     reference=lambda x, like: np.sum(x, axis=_broadcast_axes(x.shape, like.shape), keepdims=True).reshape(like.shape),
     family="shape", doc="x summed over the axes along which like was broadcast (un-broadcasting).")
+
+
+def reduce_to(x, like):
+    """x summed back to ``like``'s shape; x itself when it has that shape statically (no node)."""
+    if x.shape == like.shape and None not in x.shape:
+        return x
+    return reduce_to_op(x, like)
 
 
 def _broadcast_like_kernel(x, like):

@@ -11,7 +11,7 @@ It lives above the ops (it builds ops of several families, and building calls it
 """
 import numpy as np
 
-from graphview import dtypes, registry
+from graphview import dtypes, infer, registry
 from graphview.dims import DimError, batch_dim
 from graphview.errors import GraphviewError
 from graphview.layouts import table
@@ -19,7 +19,7 @@ from graphview.ops.masked import Masked, integer_start, mask_of
 from graphview.ops.math import cast, div, mul, where
 from graphview.ops.reduce import sum as reduce_sum
 from graphview.ops.shape import numel, reshape
-from graphview.shapes import normalize_axes, normalize_axis
+from graphview.shapes import format_shape, normalize_axes, normalize_axis
 
 
 def before(graph, definition, variables, attrs, name):
@@ -53,10 +53,38 @@ def before(graph, definition, variables, attrs, name):
     time_axis, dim, lengths = hit[0]
     batch_axis = table.axis_of(x, batch_dim, f"{op} over {dim!r} (masked by its lengths {lengths.name!r})")
     common = dict(name=name, batch_axis=batch_axis, time_axis=time_axis)
-    passed = {key: attrs.get(key, default) for key, default in spec.passes}
+    passed = _passed(spec, attrs)
     if len(hit) > 1:
-        return _reduce_over_several(spec, x, hit, passed, common)
-    return _masked_op(spec.op)(*variables, lengths, **passed, **common)
+        result = _reduce_over_several(spec, x, hit, passed, common)
+    else:
+        result = _masked_op(spec.op)(*variables, lengths, **passed, **common)
+    _check_same_shape(definition, variables, attrs, spec, result)
+    return result
+
+
+def _passed(spec, attrs):
+    """The attributes handed on to the masked op: the spec's ``passes`` (with their defaults), or without
+    them every attribute of the plain op that the masked op takes."""
+    if spec.passes:
+        return {key: attrs.get(key, default) for key, default in spec.passes}
+    arity = registry.get(spec.op).arity if isinstance(spec.op, str) else None
+    if arity is None or arity.any_attribute:
+        return dict(attrs)
+    return {key: value for key, value in attrs.items() if key in arity.attributes}
+
+
+def _check_same_shape(definition, variables, attrs, spec, result):
+    """The masked form must give the plain op's shape: a spec that does not (a masked op reducing other
+    axes) is an error naming both, not a silently different result."""
+    try:
+        expected = infer.shape_rule(definition, [v.shape for v in variables], attrs)
+    except Exception:  # noqa: BLE001  (the plain rule's own error is building's to report; nothing to compare)
+        return
+    got = result.shape
+    if len(expected) != len(got) or any(e is not None and g is not None and e != g for e, g in zip(expected, got)):
+        raise GraphviewError(f"{definition.name}: its masked form {spec.op if isinstance(spec.op, str) else spec.op!r} "
+                             f"gives shape {format_shape(got)}, but the op's shape rule gives "
+                             f"{format_shape(expected)}; declare the attributes it needs with Masked(passes=...)")
 
 
 def _input_with_lengths(spec, variables):

@@ -101,6 +101,30 @@ def test_a_user_reduction_declared_with_a_masked_form_is_built_masked(declare):
         assert total(x).node.op == "test_dims_declared_total"
 
 
+def test_a_masked_form_without_passes_gets_the_plain_ops_attributes(declare):
+    """A spec as the README shows it (no passes=): the masked op takes the axis the plain op was given."""
+    row_sum = declare("test_dims_declared_row_sum", family="reduce", masked=gv.Masked("masked_sum"),
+                      shape=lambda x, axis=0: x[:axis] + x[axis + 1:])
+    g = gv.Graph()
+    time = gv.Dim("time")
+    x = g.placeholder("x", (None, None, 4), dims=(gv.batch_dim, time, gv.Dim("f", 4)), lengths={time: "n"})
+    y = row_sum(x, axis=1)
+    assert y.node.op == "masked_sum" and y.shape == (None, 4)
+    result = g.output({"x": np.ones((2, 3, 4)), "n": np.array([3, 1])}, [y])[y.name]
+    np.testing.assert_array_equal(result, [[3.0] * 4, [1.0] * 4])
+
+
+def test_a_masked_form_that_gives_another_shape_is_an_error(declare):
+    every = declare("test_dims_declared_every", family="reduce", shape=lambda x, axis=0: x[:axis] + x[axis + 1:],
+                    masked=gv.Masked("masked_sum", passes=(("keepdims", False),)))
+    g = gv.Graph()
+    time = gv.Dim("time")
+    x = g.placeholder("x", (None, None, 4), dims=(gv.batch_dim, time, gv.Dim("f", 4)), lengths={time: "n"})
+    with pytest.raises(gv.GraphviewError, match=r"test_dims_declared_every: its masked form 'masked_sum' gives shape "
+                                                r"\(\), but the op's shape rule gives \(\?, 4\)"):
+        every(x, axis=1)
+
+
 def test_a_masked_spec_is_checked(declare):
     with pytest.raises(gv.GraphviewError, match="axes='last' is not one of attribute, attribute or last"):
         Masked("masked_sum", axes="last")

@@ -98,3 +98,15 @@ def test_graph_files_save_and_load_embedding(tmp_path):
     np.testing.assert_array_equal(loaded.calculate_gradients({"ids": ids}, ["table"])["table"],
                                   g.calculate_gradients({"ids": ids}, ["table"])["table"])
     assert loaded.node("rows").attributes["padding_idx"] == 0
+
+
+def test_embedded_sequences_keep_their_time_dim_so_reductions_over_it_are_masked():
+    g = gv.Graph()
+    time = gv.Dim("time")
+    ids = g.placeholder("ids", dims=(gv.batch_dim, time), dtype="int64", lengths={time: "length"})
+    table = R.normal(size=(10, 4))
+    pooled = g.math.mean(g.nn.embedding(ids, g.var("table", table)), axis=1)
+    assert pooled.op == "masked_mean"
+    ids_values = np.array([[1, 2, 3], [4, 5, 6]])
+    result = g.output({"ids": ids_values, "length": np.array([3, 1])}, [pooled])[pooled.name]
+    np.testing.assert_allclose(result, [table[[1, 2, 3]].mean(axis=0), table[4]], rtol=1e-14)

@@ -67,6 +67,12 @@ def _embedding_shape(ids, table, padding_idx=None):
     return tuple(ids) + (table[1],)
 
 
+def _embedding_dims(in_dims, in_shapes, attrs, out_shape):
+    """The ids' dims (a time dim with lengths stays one), then the table's feature dim."""
+    ids, table = in_dims
+    return tuple(ids) + (table[1] if len(table) == 2 else None,)
+
+
 def _embedding_dtype(ids, table, padding_idx=None):
     _ids_dtype("embedding", ids)
     return table
@@ -106,7 +112,7 @@ def _embedding_samples():
 _embedding = defop(
     "embedding", shape=_embedding_shape, dtype=_embedding_dtype, kernel=_embedding_kernel, promote="float",
     promote_inputs=(1,), accepts=dtypes.NUMERIC, samples=_embedding_samples, reference=_embedding_reference,
-    family="nn", attrs={"padding_idx": PaddingIndex()},
+    family="nn", attrs={"padding_idx": PaddingIndex()}, dims=_embedding_dims,
     doc="Rows of table (rows, dim) by integer ids of any shape: ids.shape + (dim,). Ids outside [0, rows) are an "
         "error before the kernel runs; the padding_idx row takes no gradient (its gradient is a scatter-add kernel, "
         "embedding_grad).")

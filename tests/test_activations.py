@@ -123,3 +123,12 @@ def test_graph_files_save_and_load_every_activation(tmp_path):
     for key in names:
         np.testing.assert_array_equal(before[key], after[key])
     assert loaded.node("hard_tanh9").attributes["min_val"] == -0.5
+
+
+@pytest.mark.parametrize("name, fn", [("softplus", F.softplus), ("hard_tanh", F.hardtanh)])
+def test_large_arrays_computed_in_chunks_on_threads_match_pytorch(name, fn):
+    # Above the kernels' thread thresholds (2**18 elements for softplus, 2**21 for hard_tanh).
+    x = np.random.default_rng(8).normal(scale=4.0, size=(2**21 + 37,)).astype(np.float32)
+    g = gv.Graph()
+    y = getattr(g.nn, name)(g.var("x", x))
+    np.testing.assert_allclose(g.output({}, [y])[y.name], fn(torch.tensor(x)).numpy(), rtol=1e-6, atol=1e-7)

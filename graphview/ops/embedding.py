@@ -6,6 +6,7 @@ table's size before any kernel reads with them (an ExecutionError naming the op,
 table size). Gradient rules: graphview/gradients/embedding.py.
 """
 import operator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from graphview.ops.shape import contiguous
 from graphview_kernels import embedding as kernels
 
 
+@dataclass(frozen=True)
 class PaddingIndex(attributes.Attribute):
     """None, or an int: a row of the table (negative counts from the end, as in PyTorch)."""
 
@@ -25,12 +27,6 @@ class PaddingIndex(attributes.Attribute):
         if value is None:
             return None
         return attributes.Int().parse(value)
-
-    def __eq__(self, other):
-        return isinstance(other, PaddingIndex)
-
-    def __hash__(self):
-        return hash(PaddingIndex)
 
 
 def padding_row(op, padding_idx, rows):

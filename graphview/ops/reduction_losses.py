@@ -6,6 +6,8 @@ element (per label for nll). Over a dim with lengths they are built masked (thei
 at the end): the mean and the sum cover the valid entries only. Gradient rules:
 graphview/gradients/reduction_losses.py.
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 from graphview import attributes, dtypes
@@ -23,6 +25,7 @@ from graphview_kernels import losses as kernels
 REDUCTIONS = {"none": kernels.NONE, "sum": kernels.SUM, "mean": kernels.MEAN}
 
 
+@dataclass(frozen=True)
 class Reduction(attributes.Attribute):
     """One of "mean", "sum", "none" (PyTorch's reduction)."""
 
@@ -30,12 +33,6 @@ class Reduction(attributes.Attribute):
         if not isinstance(value, str) or value not in REDUCTIONS:
             raise attributes.Invalid(f"{value!r} is not one of 'mean', 'sum', 'none'")
         return value
-
-    def __eq__(self, other):
-        return isinstance(other, Reduction)
-
-    def __hash__(self):
-        return hash(Reduction)
 
 
 def _same_shapes(op, first, second, names):

@@ -17,6 +17,7 @@ import numpy as np
 from graphview import dtypes
 from graphview.errors import (DTypeError, GraphviewError, NameConflictError, PlaceholderError, ShapeError,
                               UnknownNameError, did_you_mean)
+from graphview.registry import get as get_op
 from graphview.shapes import as_array, check_shape, check_size, format_shape
 from graphview.variable import Kind, Node, Variable
 
@@ -40,7 +41,10 @@ class GraphCore:
 
     ``store`` maps each VARIABLE and CONSTANT to its array (a ChainMap over the forward graph's store
     in a gradient graph); ``loss_names`` are the loss nodes; ``lock`` guards every addition;
-    ``listeners`` watch every run of the graph."""
+    ``listeners`` watch every run of the graph. ``non_trainable`` holds the VARIABLEs made with
+    ``trainable=False`` (updaters and default gradient checks skip them); ``state_updates`` maps such a
+    variable to the in-place node giving its value after a training step, which training steps run and
+    write back (batch norm's running statistics, ADR 0019)."""
 
     def __init__(self, name=None):
         number = next(_numbers)
@@ -49,6 +53,8 @@ class GraphCore:
         self.loss_names = ()
         self.lock = threading.RLock()
         self.listeners = []
+        self.non_trainable = set()
+        self.state_updates = {}
         self._nodes = {}
         self._order = []
         self._nx = nx.MultiDiGraph()
@@ -92,6 +98,11 @@ class GraphCore:
     @property
     def losses(self):
         return tuple(Variable(self, name) for name in self.loss_names)
+
+    def is_trainable(self, name):
+        """True for a VARIABLE made without ``trainable=False`` (what updaters and gradient checks take)."""
+        node = self.node(name)
+        return node.kind is Kind.VARIABLE and node.name not in self.non_trainable
 
     def ancestors(self, names):
         """The names of every node that ``names`` depend on, themselves included."""
@@ -176,9 +187,40 @@ class GraphCore:
         check_size(shape, dtype, f"placeholder {name!r}")
         return self.add_node(self.new_name(name, "placeholder"), Kind.PLACEHOLDER, None, (), (), shape, dtype)
 
-    def var(self, name, value, dtype=None):
-        """A trainable variable holding a copy of ``value``."""
-        return self._add_valued(name, value, dtype, Kind.VARIABLE)
+    def var(self, name, value, dtype=None, trainable=True):
+        """A variable holding a copy of ``value``; ``trainable=False`` makes one that updaters and default
+        gradient checks skip (a running statistic), whose value changes only by ``set_value`` and the
+        state updates of training steps."""
+        if not isinstance(trainable, (bool, np.bool_)):
+            raise GraphviewError(f"var {name!r}: trainable must be True or False, not {trainable!r}")
+        variable = self._add_valued(name, value, dtype, Kind.VARIABLE)
+        if not trainable:
+            self.non_trainable.add(variable.name)
+        return variable
+
+    def add_state_update(self, variable, update):
+        """Record that training steps replace non-trainable VARIABLE ``variable``'s value by node
+        ``update``'s: an in-place op writing ``variable`` (its input 0), of its shape and dtype. Training
+        steps run it with their gradients and write its value into the variable's stored buffer."""
+        name, target = self.name_of(variable), self.node(self.name_of(update))
+        node = self.node(name)
+        if node.kind is not Kind.VARIABLE or name not in self.non_trainable:
+            raise GraphviewError(f"add_state_update: {name!r} is a {'trainable ' if node.kind is Kind.VARIABLE else ''}"
+                                 f"{node.kind}; only variables made with g.var(name, value, trainable=False) "
+                                 "hold state that training steps update")
+        if (target.kind is not Kind.ARRAY or not target.inputs or target.inputs[0] != name
+                or get_op(target.op).inplace != (0,)):
+            raise GraphviewError(f"add_state_update: {target.name!r} is not an in-place op writing {name!r} "
+                                 "(its input 0)")
+        if target.shape != node.shape or target.dtype != node.dtype:
+            raise GraphviewError(f"add_state_update: {target.name!r} is {format_shape(target.shape)} "
+                                 f"{target.dtype.name}, {name!r} is {format_shape(node.shape)} {node.dtype.name}")
+        with self.lock:
+            if name in self.state_updates:
+                raise GraphviewError(f"add_state_update: {name!r} is already updated by "
+                                     f"{self.state_updates[name]!r}; a state variable has one update (give each "
+                                     "batch_norm its own running statistics)")
+            self.state_updates[name] = target.name
 
     def constant(self, name, value, dtype=None):
         """A constant holding a copy of ``value``."""
@@ -262,6 +304,9 @@ class GraphCore:
                 graph.store[node.name] = np.array(self.store[original], dtype=node.dtype, order="C", copy=True)
         if keep_losses:
             graph.loss_names = self.loss_names
+        graph.non_trainable = {name for name in self.non_trainable if name in graph}
+        graph.state_updates = {name: node for name, node in self.state_updates.items()
+                               if name in graph and node in graph}
         return graph
 
     # --- feeding ---------------------------------------------------------------

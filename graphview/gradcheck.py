@@ -137,8 +137,9 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
                     fast=False, validate_inplace=True, activations=False, progress=None):
     """Compare the analytic gradients of the sum of ``graph``'s losses with central differences.
 
-    ``wrt`` defaults to every trainable floating-point variable (placeholders and
-    ARRAY variables may be named too); ``skip`` removes names; ``mask`` maps a name
+    ``wrt`` defaults to every trainable floating-point variable, leaving out those made
+    with ``trainable=False`` (placeholders, ARRAY variables and non-trainable variables
+    may be named too); ``skip`` removes names; ``mask`` maps a name
     to a boolean array of its shape (True = check); ``max_per_param`` limits the
     elements checked per variable, chosen by ``subset`` ("random" with ``seed``, or
     "every_n"). ``fast=True`` compares one random projection per variable and
@@ -252,7 +253,9 @@ class _Progress:
 
 def _targets(work, wrt, skip, activations):
     if wrt is None:
-        names = [n.name for n in work.nodes() if n.kind is Kind.VARIABLE and dtypes.is_float(n.dtype)]
+        # Variables made with trainable=False (running statistics) are state, not parameters: checked only
+        # when named in wrt.
+        names = [n.name for n in work.nodes() if work.is_trainable(n.name) and dtypes.is_float(n.dtype)]
     else:
         names = list(wrt)
     if activations:

@@ -128,16 +128,19 @@ class Graph(core.GraphCore):
         return evaluate(self, dataset, output, label, feature_mapping, classes)
 
     def summary(self):
-        """A table of every variable: name, kind, op, shape, dtype and inputs."""
+        """A table of every variable: name, kind, op, shape, dtype and inputs; a VARIABLE made with
+        ``trainable=False`` is marked "(not trained)", and each state update is listed below the table."""
         rows = [("name", "kind", "op", "shape", "dtype", "inputs")]
         for node in self.nodes():
-            rows.append((node.name, str(node.kind), node.op or "-", format_shape(node.shape),
+            kind = f"{node.kind} (not trained)" if node.name in self.non_trainable else str(node.kind)
+            rows.append((node.name, kind, node.op or "-", format_shape(node.shape),
                          node.dtype.name, ", ".join(node.inputs) or "-"))
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
         lines.insert(1, "  ".join("-" * width for width in widths))
         title = f"graph {self.name!r}: {len(self._order)} variables"
-        return "\n".join([title] + lines)
+        updates = [f"state update in training steps: {name} <- {node}" for name, node in self.state_updates.items()]
+        return "\n".join([title] + lines + updates)
 
     # --- graph files (graphview/serialization.py, ADR 0010) ----------------------------
 

@@ -76,6 +76,11 @@ def save(graph, path, placeholders=None):
     document = {"format": FORMAT, "version": VERSION, "graphview": __version__, "name": graph.name,
                 "nodes": nodes, "losses": list(graph.loss_names), "placeholders": stored}
     document.update(dimfile.write(graph))
+    # Optional keys, written only when used: readers that predate them ignore them (every variable trainable).
+    if graph.non_trainable:
+        document["non_trainable"] = [n.name for n in graph.nodes() if n.name in graph.non_trainable]
+    if graph.state_updates:
+        document["state_updates"] = [[name, node] for name, node in graph.state_updates.items()]
     text = _layout(document)
     try:
         with _replacing(shown) as stream, zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_DEFLATED) as archive:
@@ -251,6 +256,7 @@ class _Reader(ArchiveReader):
         for position, entry in enumerate(document["nodes"]):
             self._add(graph, position, entry)
         dimfile.read(document, graph, lambda message: self.fail(f"{GRAPH_JSON}: {message}"))
+        self._state(document, graph)
         losses = document["losses"]
         if losses:
             for name in losses:
@@ -263,6 +269,29 @@ class _Reader(ArchiveReader):
             except GraphviewError as error:
                 self.fail(f"the losses are not usable: {error}")
         return graph
+
+    def _state(self, document, graph):
+        """The optional ``non_trainable`` names and ``state_updates`` pairs (ADR 0019), checked as
+        ``g.var(..., trainable=False)`` and ``g.add_state_update`` check them when a graph is built."""
+        names = document.get("non_trainable", [])
+        if not isinstance(names, list):
+            self.fail(f"{GRAPH_JSON}: 'non_trainable' must be a list of variable names, got {names!r:.80}")
+        for name in names:
+            if not isinstance(name, str) or name not in graph or graph.node(name).kind is not Kind.VARIABLE:
+                self.fail(f"{GRAPH_JSON}: non_trainable {name!r:.80} is not a VARIABLE of the graph")
+            if name in graph.non_trainable:
+                self.fail(f"{GRAPH_JSON}: non_trainable names {name!r} twice")
+            graph.non_trainable.add(name)
+        updates = document.get("state_updates", [])
+        if not isinstance(updates, list):
+            self.fail(f"{GRAPH_JSON}: 'state_updates' must be a list of [variable, node] pairs, got {updates!r:.80}")
+        for pair in updates:
+            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) and p in graph for p in pair)):
+                self.fail(f"{GRAPH_JSON}: state update {pair!r:.80} is not a [variable, node] pair of the graph")
+            try:
+                graph.add_state_update(*pair)
+            except GraphviewError as error:
+                self.fail(f"{GRAPH_JSON}: {error}")
 
     def _add(self, graph, position, entry):
         where = f"node {position}"

@@ -17,7 +17,7 @@ class TrainingConfig:
     SameDiff); a dict maps a field name to a placeholder name. A field
     ``"name:lengths"`` is the true lengths of a padded field.
     ``trainable`` lists the variables to update (default: every floating-point
-    VARIABLE). ``prediction`` names an output (logits or class scores) whose
+    VARIABLE not made with ``trainable=False``). ``prediction`` names an output (logits or class scores) whose
     accuracy against the first label is reported on validation data.
 
     A batch field whose dtype differs from its placeholder's is cast to it when
@@ -54,15 +54,18 @@ class TrainingConfig:
     def trainable_names(self, graph):
         """The variables fit updates, checked against the graph."""
         if self.trainable is None:
-            names = [n.name for n in graph.nodes() if n.kind is Kind.VARIABLE and dtypes.is_float(n.dtype)]
+            names = [n.name for n in graph.nodes() if graph.is_trainable(n.name) and dtypes.is_float(n.dtype)]
             if not names:
-                raise GraphviewError(f"fit: graph {graph.name!r} has no floating-point VARIABLE to train")
+                raise GraphviewError(f"fit: graph {graph.name!r} has no trainable floating-point VARIABLE to train")
             return names
         for name in self.trainable:
             node = graph.node(name)
             if node.kind is not Kind.VARIABLE or not dtypes.is_float(node.dtype):
                 raise GraphviewError(f"fit: trainable {name!r} is a {node.kind} of dtype {node.dtype.name}; "
                                      "only floating-point VARIABLEs can be trained")
+            if not graph.is_trainable(name):
+                raise GraphviewError(f"fit: trainable {name!r} was made with trainable=False (state such as a "
+                                     "running statistic, changed only by its state update); leave it out")
         return list(self.trainable)
 
     def feeds(self, graph, batch, labels=True, data="batch"):

@@ -1,8 +1,9 @@
 """fit: the training loop. One executor run per step gives the loss and every gradient.
 
-Each step feeds one batch, runs the gradient graph once for the loss and the
-gradients together, and hands the gradients to the updater, which writes the
-new values into the graph's variable buffers in place (ADR 0013).
+Each step feeds one batch, runs the gradient graph once for the loss, the
+gradients and the state updates together (ADR 0019), writes the new state into
+its variables, and hands the gradients to the updater, which writes the new
+values into the graph's variable buffers in place (ADR 0013).
 """
 import contextlib
 import itertools
@@ -81,9 +82,10 @@ def _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks
             feeds = config.feeds(graph, batch)
             if validation is not None:
                 validation.check()
-            loss, gradients = step(feeds, op_listeners, step=updater.iteration)
+            loss, gradients = step(feeds, op_listeners, step=updater.iteration, commit_state=False)
             if config.terminate_on_nan and not math.isfinite(loss):
                 raise _non_finite(loss, updater.iteration + 1, epoch, len(losses) + 1)
+            step.commit_state()
             updater.step(graph, gradients)
             size = batch.size
             total += loss * size

@@ -43,10 +43,13 @@ class Updater:
         return float(self.schedule(self.iteration, self.epoch))
 
     def step(self, graph, gradients):
-        """Apply one update to each named VARIABLE of ``graph`` from its gradient, in place."""
+        """Apply one update to each named VARIABLE of ``graph`` from its gradient, in place; a variable
+        made with ``trainable=False`` is skipped (its gradient is ignored)."""
         rate = self.learning_rate
         self.iteration += 1
         for name, grad in gradients.items():
+            if name in graph.non_trainable:
+                continue
             param = _parameter(graph, name)
             flat_grad = _flat_gradient(name, param, grad)
             state = self.state.get(name)

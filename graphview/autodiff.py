@@ -13,7 +13,6 @@ nodes never change, so nodes added later cannot make a cached entry wrong.
 See ADR 0005.
 """
 import collections
-import weakref
 
 import numpy as np
 
@@ -26,32 +25,17 @@ from graphview.registry import default_graph, get as get_op
 from graphview.shapes import format_shape
 from graphview.variable import Kind, Variable
 
-_CACHE = weakref.WeakKeyDictionary()
-
-
 class GradientGraph:
     """A forward + backward graph: ``graph`` runs it, ``gradients[name]`` is d(sum of losses)/d(name)."""
 
     def __init__(self, forward, graph, losses, wrt, gradients):
-        # Weakly: the cache keys gradient graphs by their forward graph, and a value holding its own key
-        # strongly would keep every differentiated graph alive for good.
-        self._forward = weakref.ref(forward)
-        self._forward_name = forward.name
+        self.forward = forward
         self.graph = graph
         self.losses = losses
         self.wrt = wrt
         self.gradients = gradients
         needed = graph.ancestors([gradients[name].name for name in wrt])
         self._placeholders = [node for node in graph.nodes() if node.kind is Kind.PLACEHOLDER and node.name in needed]
-
-    @property
-    def forward(self):
-        """The graph this one differentiates."""
-        graph = self._forward()
-        if graph is None:
-            raise GraphviewError(f"the gradient graph of {self._forward_name!r} outlived its forward graph; keep the "
-                                 "Graph while you use its gradient graph")
-        return graph
 
     def run(self, placeholders, listeners=None, mode="gradients", check_shapes=True):
         """``{wrt name: gradient array}`` for the given placeholder values.
@@ -95,7 +79,7 @@ class GradientGraph:
         return None
 
     def __repr__(self):
-        return f"<gradient graph of {self._forward_name!r}: d({' + '.join(self.losses)})/d({', '.join(self.wrt)})>"
+        return f"<gradient graph of {self.forward.name!r}: d({' + '.join(self.losses)})/d({', '.join(self.wrt)})>"
 
 
 def gradient_graph(graph, wrt, losses=None):
@@ -111,7 +95,9 @@ def gradient_graph(graph, wrt, losses=None):
                              "gradients exist only for floating-point variables")
     key = (losses, wrt)
     with graph.lock:
-        cache = _CACHE.setdefault(graph, {})
+        # Kept on the graph (not in a module-level weak map, whose values would hold their own keys): a
+        # gradient graph and its forward graph refer to each other, a cycle the collector frees together.
+        cache = graph.derived.setdefault("gradient graphs", {})
         if key not in cache:
             cache[key] = _build(graph, losses, wrt)
         return cache[key]

@@ -10,6 +10,7 @@ instantiates the class ``graphview/graph.py`` registers, so none of them imports
 import contextlib
 import itertools
 import threading
+from types import MappingProxyType
 
 import networkx as nx
 import numpy as np
@@ -55,6 +56,8 @@ class GraphCore:
         self.listeners = []
         self.non_trainable = set()
         self.state_updates = {}
+        # Caches the layers above keep per graph (autodiff's gradient graphs): they live and die with it.
+        self.derived = {}
         self._nodes = {}
         self._order = []
         self._nx = nx.MultiDiGraph()
@@ -72,6 +75,24 @@ class GraphCore:
 
     def __contains__(self, name):
         return name in self._nodes
+
+    @property
+    def nx(self):
+        """A read-only networkx copy of the graph (edges run from input to consumer).
+
+        Each call builds a fresh frozen graph whose node, edge and graph attribute dicts
+        are read-only, so nothing done to it can reach the graph's own structure."""
+        with self.lock:
+            frozen = self._nx.copy()
+        # networkx stores attributes in plain dicts; swap each for a read-only proxy.
+        for name, data in frozen._node.items():
+            frozen._node[name] = MappingProxyType(data)
+        for source, targets in frozen._succ.items():
+            for target, keyed in targets.items():
+                for key, data in keyed.items():
+                    keyed[key] = frozen._pred[target][source][key] = MappingProxyType(data)
+        frozen.graph = MappingProxyType(frozen.graph)
+        return nx.freeze(frozen)
 
     def __getitem__(self, name):
         self.node(name)

@@ -2,13 +2,8 @@
 
 The nodes, names, values and losses live in :class:`graphview.core.GraphCore`, which the modules
 under this one use; ``Graph`` adds what users call: running, gradients, training, files, views and
-in-place ops, and the op namespaces (ADR 0017). The structure is kept in networkx; ``g.nx`` is a
-read-only view of it.
+in-place ops, and the op namespaces (ADR 0017).
 """
-from types import MappingProxyType
-
-import networkx as nx
-
 from graphview import autodiff, core, serialization
 from graphview.building import build_op
 from graphview.execution import executor_of
@@ -31,24 +26,6 @@ class Graph(core.GraphCore):
         super().__init__(name)
         for space in SPACES:
             setattr(self, space, Namespace(self, space))
-
-    @property
-    def nx(self):
-        """A read-only networkx copy of the graph (edges run from input to consumer).
-
-        Each call builds a fresh frozen graph whose node, edge and graph attribute dicts
-        are read-only, so nothing done to it can reach the graph's own structure."""
-        with self.lock:
-            frozen = self._nx.copy()
-        # networkx stores attributes in plain dicts; swap each for a read-only proxy.
-        for name, data in frozen._node.items():
-            frozen._node[name] = MappingProxyType(data)
-        for source, targets in frozen._succ.items():
-            for target, keyed in targets.items():
-                for key, data in keyed.items():
-                    keyed[key] = frozen._pred[target][source][key] = MappingProxyType(data)
-        frozen.graph = MappingProxyType(frozen.graph)
-        return nx.freeze(frozen)
 
     def placeholder(self, name, shape=None, dtype="float64", *, dims=None, lengths=None):
         """A value fed at run time; a dim of ``shape`` may be None (any size).
@@ -138,7 +115,7 @@ class Graph(core.GraphCore):
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
         lines.insert(1, "  ".join("-" * width for width in widths))
-        title = f"graph {self.name!r}: {len(self._order)} variables"
+        title = f"graph {self.name!r}: {len(self.nodes())} variables"
         updates = [f"state update in training steps: {name} <- {node}" for name, node in self.state_updates.items()]
         return "\n".join([title] + lines + updates)
 
@@ -149,7 +126,7 @@ class Graph(core.GraphCore):
         serialization.save(self, path, placeholders)
 
     def __repr__(self):
-        return f"<graphview.Graph {self.name!r} with {len(self._order)} variables>"
+        return f"<graphview.Graph {self.name!r} with {len(self.nodes())} variables>"
 
 
 core.register_graph_class(Graph)

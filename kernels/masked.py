@@ -2,16 +2,13 @@
 
 The launchers move the batch axis first and the dynamic (time) axis second, so
 every kernel here sees x as (B, T, ...) C-contiguous and reads lengths[b] to
-know where each batch entry's padding starts. Floating-point reductions accumulate in
-float64; integer sums, maxima, minima and counts accumulate exactly in the output's
-integer dtype (masked_reduce_integer).
+know where each batch entry's padding starts. The masked reductions are not here:
+they are the plain ones' kernel, ``reduce.reduce3``, given the valid rows.
 """
 import numpy as np
 from numba import njit
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
-
-SUM, MEAN, MAX, MIN, LOGSUMEXP, COUNT = 0, 1, 2, 3, 4, 5
 
 
 @njit(**JIT)
@@ -21,98 +18,6 @@ def first_bad_length(lengths, size):
         if lengths[i] < 0 or lengths[i] > size:
             return i
     return -1
-
-
-@njit(**JIT)
-def masked_reduce(x, lengths, out, mode, reduce_batch, reduce_time):
-    """Reduce x (B, T, K, M) over M, and over B and/or T when asked, skipping t >= lengths[b].
-
-    ``out`` is (B or 1, T or 1, K). Over no valid element: sum and count give 0,
-    mean NaN, max -inf, min +inf, logsumexp -inf.
-    """
-    B, T, K, M = x.shape
-    OB, OT = out.shape[0], out.shape[1]
-    acc = np.zeros((OB, OT, K))
-    count = np.zeros((OB, OT, K))
-    top = np.empty((OB, OT, K))
-    if mode == MAX or mode == LOGSUMEXP:
-        top[:] = -np.inf
-    elif mode == MIN:
-        top[:] = np.inf
-    for b in range(B):
-        ob = 0 if reduce_batch else b
-        valid = lengths[b]
-        for t in range(valid):
-            ot = 0 if reduce_time else t
-            for k in range(K):
-                for m in range(M):
-                    value = x[b, t, k, m]
-                    count[ob, ot, k] += 1.0
-                    if mode == SUM or mode == MEAN:
-                        acc[ob, ot, k] += value
-                    elif mode == MAX or mode == LOGSUMEXP:
-                        current = top[ob, ot, k]
-                        if current == current and (value > current or value != value):
-                            top[ob, ot, k] = value
-                    elif mode == MIN:
-                        current = top[ob, ot, k]
-                        if current == current and (value < current or value != value):
-                            top[ob, ot, k] = value
-    if mode == LOGSUMEXP:
-        for b in range(B):
-            ob = 0 if reduce_batch else b
-            for t in range(lengths[b]):
-                ot = 0 if reduce_time else t
-                for k in range(K):
-                    shift = top[ob, ot, k]
-                    if shift == -np.inf or shift == np.inf or shift != shift:
-                        continue
-                    for m in range(M):
-                        acc[ob, ot, k] += np.exp(x[b, t, k, m] - shift)
-    for ob in range(OB):
-        for ot in range(OT):
-            for k in range(K):
-                if mode == SUM:
-                    out[ob, ot, k] = acc[ob, ot, k]
-                elif mode == MEAN:
-                    n = count[ob, ot, k]
-                    out[ob, ot, k] = acc[ob, ot, k] / n if n > 0 else np.nan
-                elif mode == COUNT:
-                    out[ob, ot, k] = count[ob, ot, k]
-                elif mode == LOGSUMEXP:
-                    shift = top[ob, ot, k]
-                    if shift == -np.inf or shift == np.inf or shift != shift:
-                        out[ob, ot, k] = shift
-                    else:
-                        out[ob, ot, k] = shift + np.log(acc[ob, ot, k])
-                else:
-                    out[ob, ot, k] = top[ob, ot, k]
-
-
-@njit(**JIT)
-def masked_reduce_integer(x, lengths, out, mode, reduce_batch, reduce_time, start):
-    """masked_reduce for integer x and out (SUM, MAX, MIN or COUNT), exact: accumulates in out's dtype,
-    wrapping on overflow as NumPy does. Every output starts at ``start`` (0, or for MAX / MIN the
-    lowest / highest value of x's dtype, which is what an output over no valid element keeps).
-    """
-    B, T, K, M = x.shape
-    out[:] = start
-    for b in range(B):
-        ob = 0 if reduce_batch else b
-        for t in range(lengths[b]):
-            ot = 0 if reduce_time else t
-            for k in range(K):
-                for m in range(M):
-                    value = x[b, t, k, m]
-                    if mode == SUM:
-                        out[ob, ot, k] += value
-                    elif mode == COUNT:
-                        out[ob, ot, k] += 1
-                    elif mode == MAX:
-                        if value > out[ob, ot, k]:
-                            out[ob, ot, k] = value
-                    elif value < out[ob, ot, k]:
-                        out[ob, ot, k] = value
 
 
 @njit(**JIT)

@@ -5,6 +5,7 @@ from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from graphview_kernels import elementwise, inplace
+from graphview_kernels import reduce as reduce_kernels
 
 
 def ulps(result, reference):
@@ -87,3 +88,86 @@ def test_scipy_is_an_install_dependency_because_numba_blas_comes_from_it():
                 config["options"]["install_requires"].split("\n") if line.strip()]
     source = (pathlib.Path(__file__).resolve().parent.parent / "kernels" / "linalg.py").read_text()
     assert "np.dot" in source and "scipy" in required   # Numba's np.dot needs scipy.linalg.cython_blas
+
+
+# --- reduce3: the plain reductions' kernel, and the masked ones' (a mask of valid rows or entries) ---
+
+REDUCE_MODES = {"sum": reduce_kernels.SUM, "mean": reduce_kernels.MEAN, "max": reduce_kernels.MAX,
+                "min": reduce_kernels.MIN, "logsumexp": reduce_kernels.LOGSUMEXP, "count": reduce_kernels.COUNT}
+EMPTY = {"sum": 0.0, "mean": np.nan, "max": -np.inf, "min": np.inf, "logsumexp": -np.inf, "count": 0.0}
+
+
+def _masked_reference(name, x, valid, axes):
+    """NumPy over the entries where ``valid``; the padding is NaN and never read."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        count = np.sum(valid, axis=axes)
+        if name in ("sum", "mean", "count"):
+            total = np.sum(np.where(valid, x, 0.0), axis=axes)
+            return {"sum": total, "mean": total / count, "count": count.astype(np.float64)}[name]
+        if name == "logsumexp":
+            top = np.max(np.where(valid, x, -np.inf), axis=axes, keepdims=True)
+            total = np.sum(np.where(valid, np.exp(np.where(valid, x, 0.0) - top), 0.0), axis=axes)
+            return np.log(total) + np.squeeze(top, axis=axes)
+        extreme = np.max if name == "max" else np.min
+        return extreme(np.where(valid, x, EMPTY[name]), axis=axes)
+
+
+def _start(name):
+    return np.float64(np.inf if name == "min" else -np.inf)
+
+
+@pytest.mark.parametrize("name", list(REDUCE_MODES))
+@pytest.mark.parametrize("inner", [1, 3])
+def test_reduce3_with_rows_of_reduces_each_outer_rows_first_rows_only(name, inner):
+    r = np.random.default_rng(30)
+    rows_of = np.array([0, 2, 5, 4], np.int64)
+    x = r.normal(size=(4, 5, inner))
+    valid = np.arange(5)[None, :, None] < rows_of[:, None, None]
+    x[~np.broadcast_to(valid, x.shape)] = np.nan   # padding must never be read
+    out = np.empty((4, inner))
+    reduce_kernels.reduce3(x, out, REDUCE_MODES[name], np.float64(0), np.float64(1), _start(name),
+                           mask=(rows_of, reduce_kernels.NO_LENGTHS, False))
+    np.testing.assert_allclose(out, _masked_reference(name, x, np.broadcast_to(valid, x.shape), 1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(REDUCE_MODES))
+def test_reduce3_with_cols_of_and_fold_reduces_over_the_outer_axis_too(name):
+    r = np.random.default_rng(31)
+    cols_of = np.array([6, 0, 4], np.int64)
+    x = r.normal(size=(3, 2, 6))
+    valid = np.broadcast_to(np.arange(6)[None, None, :] < cols_of[:, None, None], x.shape)
+    x[~valid] = np.nan
+    out = np.empty((1, 6))
+    reduce_kernels.reduce3(x, out, REDUCE_MODES[name], np.float64(0), np.float64(1), _start(name),
+                           mask=(reduce_kernels.NO_LENGTHS, cols_of, True))
+    np.testing.assert_allclose(out[0], _masked_reference(name, x, valid, (0, 1)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(REDUCE_MODES))
+def test_reduce3_folded_over_no_outer_row_gives_each_reductions_empty_value(name):
+    out = np.full((1, 2), 7.0)
+    reduce_kernels.reduce3(np.zeros((0, 3, 2)), out, REDUCE_MODES[name], np.float64(0), np.float64(1), _start(name),
+                           mask=(np.zeros(0, np.int64), reduce_kernels.NO_LENGTHS, True))
+    np.testing.assert_array_equal(out, np.full((1, 2), EMPTY[name]))
+
+
+def test_reduce3_integer_extremes_compare_without_overflow():
+    x = np.array([[-(2 ** 62), 2 ** 62, 5], [2 ** 62, -(2 ** 62), -5]], np.int64).reshape(2, 3, 1)
+    for mode, start, expected in ((reduce_kernels.MAX, np.iinfo(np.int64).min, [2 ** 62, 2 ** 62]),
+                                  (reduce_kernels.MIN, np.iinfo(np.int64).max, [-(2 ** 62), -(2 ** 62)])):
+        out = np.empty((2, 1), np.int64)
+        reduce_kernels.reduce3(x, out, mode, np.float64(0), np.float64(1), np.int64(start))
+        assert out[:, 0].tolist() == expected
+
+
+def test_reduce3_unmasked_sum_of_a_row_is_pairwise_and_a_masked_one_sequential():
+    x = np.full((1, 4096, 1), 0.1)
+    out = np.empty((1, 1))
+    reduce_kernels.reduce3(x, out, reduce_kernels.SUM, np.float64(0), np.float64(1), np.float64(-np.inf))
+    assert out[0, 0] == reduce_kernels.pairwise_sum(x.ravel(), 0, 4096, 0.0)
+    reduce_kernels.reduce3(x, out, reduce_kernels.SUM, np.float64(0), np.float64(1), np.float64(-np.inf),
+                           mask=(np.array([4096]), reduce_kernels.NO_LENGTHS, False))
+    sequential = 0.0
+    for value in x.ravel():
+        sequential += value
+    assert out[0, 0] == sequential != reduce_kernels.pairwise_sum(x.ravel(), 0, 4096, 0.0)

@@ -28,8 +28,8 @@ from graphview.dims import DimError, batch_dim
 from graphview.errors import GraphviewError
 from graphview.layouts import table
 from graphview.ops import loss, nn  # noqa: F401  (the plain ops given masked forms at the end)
-from graphview.ops.masked_common import (canonical, check_axes, check_lengths_dtype, checked_lengths, mask_array,
-                                         place)
+from graphview.ops.masked_common import (arranged, canonical, check_axes, check_lengths_dtype, checked_lengths,
+                                         mask_array, place)
 from graphview.ops.masked_loss import masked_softmax_cross_entropy
 from graphview.ops.math import square, sub
 from graphview.ops.reduce import reduced_shape
@@ -37,10 +37,12 @@ from graphview.registry import defmasked, defop
 from graphview.shapes import normalize_axes
 from graphview.testing import Sample, transposed
 from graphview_kernels import masked as kernels
+from graphview_kernels import reduce as reduce_kernels
 from graphview_kernels.elementwise import copy as copy_kernel
 
-MODES = {"masked_sum": kernels.SUM, "masked_mean": kernels.MEAN, "masked_max": kernels.MAX,
-         "masked_min": kernels.MIN, "masked_logsumexp": kernels.LOGSUMEXP, "masked_count": kernels.COUNT}
+MODES = {"masked_sum": reduce_kernels.SUM, "masked_mean": reduce_kernels.MEAN, "masked_max": reduce_kernels.MAX,
+         "masked_min": reduce_kernels.MIN, "masked_logsumexp": reduce_kernels.LOGSUMEXP,
+         "masked_count": reduce_kernels.COUNT}
 
 
 # --- reductions ---------------------------------------------------------------------------
@@ -62,14 +64,14 @@ def _sum_dtype(x, lengths, **attrs):
     return x if dtypes.is_float(x) else dtypes.INT64
 
 
-# Reductions that stay exact on integers (masked_reduce_integer), with their dtype rules; the
-# others promote integer inputs to float.
+# Reductions that stay exact on integers (accumulating in the output's integer dtype), with their dtype
+# rules; the others promote integer inputs to float.
 INTEGER_DTYPES = {"masked_sum": _sum_dtype, "masked_count": _sum_dtype, "masked_max": _reduce_dtype,
                   "masked_min": _reduce_dtype}
 
 
 def integer_start(op, dtype):
-    """Where masked_reduce_integer starts each output: the identity of ``op`` on ``dtype``."""
+    """Where an exact integer reduction starts each output: the identity of ``op`` on ``dtype``."""
     if op == "masked_max":
         return np.iinfo(dtype).min
     return np.iinfo(dtype).max if op == "masked_min" else 0
@@ -80,23 +82,54 @@ def _reduce_kernel(op):
         b, t = batch_axis % x.ndim, time_axis % x.ndim
         lengths = checked_lengths(op, lengths, x, b, t)
         axes = normalize_axes(axis, x.ndim)
-        reduced = [a for a in range(x.ndim) if a in axes and a not in (b, t)]
-        moved, order = canonical(x, b, t, reduced)
-        kept_other = [a for a in order[2:] if a not in reduced]
-        inner = math.prod([x.shape[a] for a in kept_other])
-        size = math.prod([x.shape[a] for a in reduced])
-        x4 = moved.reshape(x.shape[b], x.shape[t], inner, size)
-        rb, rt = b in axes, t in axes
-        result = np.empty((1 if rb else x.shape[b], 1 if rt else x.shape[t], inner), out.dtype)
-        if dtypes.is_float(out.dtype):
-            kernels.masked_reduce(x4, lengths, result, MODES[op], rb, rt)
-        else:
-            kernels.masked_reduce_integer(x4, lengths, result, MODES[op], rb, rt, integer_start(op, x.dtype))
-        kept_order = ([] if rb else [b]) + ([] if rt else [t]) + kept_other
+        result, kept_order = masked_reduce(x, lengths, op, b, t, axes, out.dtype)
         kept = [a for a in range(x.ndim) if a not in axes]
         place(result.reshape([x.shape[a] for a in kept_order]), kept_order,
               out.reshape([x.shape[a] for a in kept]), kept)
     return launch
+
+
+def masked_reduce(x, lengths, op, b, t, axes, dtype):
+    """The plain reductions' kernel (graphview_kernels.reduce.reduce3) over the entries t < lengths[b] of x.
+
+    x is arranged so that, for each output, its valid elements are a prefix of the rows (rows_of) or of
+    each row (cols_of) of a (outer, n, inner) array, taken in the order batch, time, other reduced axes,
+    as a sum accumulates them. Returns the result and the axes it keeps, in its order.
+    """
+    reduced = [a for a in range(x.ndim) if a in axes and a not in (b, t)]
+    kept_other = [a for a in range(x.ndim) if a not in axes and a not in (b, t)]
+    B, T = x.shape[b], x.shape[t]
+    K = math.prod([x.shape[a] for a in kept_other])
+    M = math.prod([x.shape[a] for a in reduced])
+    none = reduce_kernels.NO_LENGTHS
+    fold = False
+    if b not in axes and t not in axes:   # each (b, t) reduces its own M elements, or none
+        x3 = arranged(x, [b, t] + kept_other + reduced).reshape(B * T * K, M, 1)
+        valid = np.arange(T)[None, :] < lengths[:, None]
+        rows_of, cols_of, kept_order = np.repeat(valid.reshape(B * T) * M, K), none, [b, t] + kept_other
+    elif b not in axes:   # over time: batch entry b's first lengths[b] * M rows
+        if M == 1 or K == 1:
+            x3 = arranged(x, [b, t] + kept_other + reduced).reshape(B, T * M, K)
+            rows_of = lengths * M
+        else:
+            x3 = arranged(x, [b] + kept_other + [t] + reduced).reshape(B * K, T * M, 1)
+            rows_of = np.repeat(lengths * M, K)
+        cols_of, kept_order = none, [b] + kept_other
+    elif t not in axes:   # over the batch: row (b, m) keeps its first lengths[b] * K entries
+        x3 = arranged(x, [b] + reduced + [t] + kept_other).reshape(B, M, T * K)
+        rows_of, cols_of, fold, kept_order = none, lengths * K, True, [t] + kept_other
+    else:   # over both: batch entry b's first lengths[b] * M rows, every one folded into one output
+        x3 = arranged(x, [b, t] + reduced + kept_other).reshape(B, T * M, K)
+        rows_of, cols_of, fold, kept_order = lengths * M, none, True, kept_other
+    integer = not dtypes.is_float(dtype)
+    zero = np.int64(0) if integer else np.float64(0)
+    if integer:
+        start = x.dtype.type(integer_start(op, x.dtype))
+    else:   # maxima and minima in x's dtype; logsumexp's shift in float64
+        start = {"masked_max": x.dtype.type(-np.inf), "masked_min": x.dtype.type(np.inf)}.get(op, np.float64(-np.inf))
+    result = np.empty((1 if fold else x3.shape[0], x3.shape[2]), dtype)
+    reduce_kernels.reduce3(x3, result, MODES[op], zero, zero + 1, start, mask=(rows_of, cols_of, fold))
+    return result, kept_order
 
 
 def _reduce_reference(op):

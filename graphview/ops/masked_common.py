@@ -42,12 +42,17 @@ def canonical(x, b, t, last=()):
     """x moved to (b, t, other axes..., ``last`` axes...) and made C-contiguous."""
     other = [a for a in range(x.ndim) if a not in (b, t) and a not in last]
     order = [b, t] + other + list(last)
+    return arranged(x, order), order
+
+
+def arranged(x, order):
+    """x with its axes in ``order``, C-contiguous (a copy only when the moved view is not)."""
     moved = x.transpose(order)
     if not moved.flags.c_contiguous:
         copy = np.empty(moved.shape, x.dtype)
         copy_kernel(moved, copy)
         moved = copy
-    return moved, order
+    return moved
 
 
 def place(result, order, out, kept):

@@ -52,13 +52,33 @@ def _accumulator_zero(dtype, mean=False):
     return np.float64(0) if mean or dtypes.is_float(dtype) else np.int64(0)
 
 
+# reduce3's start (unused by sums; logsumexp's maximum starts there).
+NEGATIVE_INFINITY = np.float64(-np.inf)
+
+
 def sum_kernel(x, out, axis=None, keepdims=False, mean=False):
     axes = normalize_axes(axis, x.ndim)
     x3 = three_axis_view(x, axes)
     n = x3.shape[1]
     zero = _accumulator_zero(x.dtype, mean)
     scale = (1.0 / n if n else np.nan) if mean else zero + 1
-    kernels.sum3(x3, out.reshape(x3.shape[0], x3.shape[2]), zero, scale)
+    kernels.reduce3(x3, out.reshape(x3.shape[0], x3.shape[2]), kernels.MEAN if mean else kernels.SUM, zero, scale,
+                    NEGATIVE_INFINITY)
+
+
+def _extreme_kernel(mode):
+    """max, min or logsumexp through reduce3: maxima start at the lowest value of x's dtype (-inf
+    for floats), minima at the highest; logsumexp shifts by its maximum in float64."""
+    def launch(x, out, axis=None, keepdims=False):
+        x3 = three_axis_view(x, normalize_axes(axis, x.ndim))
+        if mode == kernels.LOGSUMEXP:
+            start = NEGATIVE_INFINITY
+        elif dtypes.is_float(x.dtype):
+            start = x.dtype.type(np.inf if mode == kernels.MIN else -np.inf)
+        else:
+            start = x.dtype.type(np.iinfo(x.dtype).max if mode == kernels.MIN else np.iinfo(x.dtype).min)
+        kernels.reduce3(x3, out.reshape(x3.shape[0], x3.shape[2]), mode, np.float64(0), np.float64(1), start)
+    return launch
 
 
 def _rows_kernel(function, *extra):
@@ -134,9 +154,9 @@ _mean = _declare("mean", lambda x, out, axis=None, keepdims=False: sum_kernel(x,
                  lambda x, axis=None, keepdims=False: np.mean(x, axis=axis, keepdims=keepdims)
                  if x.size else np.full(reduced_shape(x.shape, axis, keepdims), np.nan, dtypes.float_result(x.dtype)),
                  _mean_dtype, "Arithmetic mean over axis.")
-_max = _declare("max", _rows_kernel(kernels.max_rows, 1), lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
+_max = _declare("max", _extreme_kernel(kernels.MAX), lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
                 None, "Maximum over axis; NaN propagates.", nonempty=True)
-_min = _declare("min", _rows_kernel(kernels.max_rows, -1), lambda x, axis=None, keepdims=False: np.min(x, axis=axis, keepdims=keepdims),
+_min = _declare("min", _extreme_kernel(kernels.MIN), lambda x, axis=None, keepdims=False: np.min(x, axis=axis, keepdims=keepdims),
                 None, "Minimum over axis; NaN propagates.", nonempty=True)
 def _prod_kernel(x, out, axis=None, keepdims=False):
     _rows_kernel(kernels.prod_rows, _accumulator_zero(x.dtype) + 1)(x, out, axis, keepdims)
@@ -146,7 +166,7 @@ _prod = _declare("prod", _prod_kernel,
                  lambda x, axis=None, keepdims=False: np.prod(x, axis=axis, keepdims=keepdims),
                  _sum_dtype, "Product over axis.",
                  samples=_prod_samples)
-_logsumexp = _declare("logsumexp", _rows_kernel(kernels.logsumexp_rows),
+_logsumexp = _declare("logsumexp", _extreme_kernel(kernels.LOGSUMEXP),
                       lambda x, axis=None, keepdims=False: _numpy_logsumexp(x, axis, keepdims),
                       None, "log(sum(exp(x))) over axis, computed without overflow.",
                       promote="float")

@@ -23,7 +23,7 @@ import numpy as np
 from graphview import core, dims as dimmath, dtypes
 from graphview.dims import Dim, batch_dim
 from graphview.errors import DTypeError, GraphviewError
-from graphview.layouts import table
+from graphview.layouts import ops as layout_ops, table
 from graphview.ops.view import apply_view
 from graphview.registry import default_graph, get as get_op, op as registered_op
 from graphview.variable import Kind, Variable
@@ -310,32 +310,17 @@ def _compile(x, left, right, sizes, where):
     return current
 
 
-def _lengths_inputs(graph, dims):
-    """(lengths variables, their positions among ``dims``) for the dims that have lengths."""
-    found = [(table.lengths_of(graph, d), i) for i, d in enumerate(dims) if d is not None and d.size is None]
-    found = [(lengths, i) for lengths, i in found if lengths is not None]
-    return [lengths for lengths, _ in found], tuple(i for _, i in found)
-
-
 def _packed_merge(x, dims, start, width, merged, new_dims):
     """The merge of ``dims[start:start + width]`` as pack_axes when a dim with lengths is not the outer
     one (``(f t)``, ``(t1 t2)``), so that the merged dim's padding is at its end and it has lengths
     (the product of its factors' lengths and sizes); None when a plain merge keeps the lengths right."""
-    group = dims[start:start + width]
-    lengths, dynamic = _lengths_inputs(x.graph, group)
-    if merged is None or not dynamic or dynamic == (0,) or batch_dim not in dims:
+    packing = layout_ops.needs_packing(x, dims, start, start + width)
+    if merged is None or packing is None:
         return None
-    batch_axis = dims.index(batch_dim)
-    if start <= batch_axis < start + width:
-        return None   # (b t): the batch merged away, no per-entry lengths are left
+    lengths, dynamic, batch_axis = packing
     result = step(x, "pack_axes", new_dims, inputs=lengths, start=start, stop=start + width,
                   batch_axis=batch_axis, dynamic=dynamic)
-    if table.lengths_of(x.graph, merged) is None:
-        total = None
-        for factor, dim in enumerate(group):
-            part = lengths[dynamic.index(factor)] if factor in dynamic else dim.size
-            total = part if total is None else registered_op("mul")(total, part)
-        table.declare_lengths(merged, total)
+    layout_ops.declare_merged_lengths(x.graph, merged, dims[start:start + width])
     table.dims_table(x.graph).cache.setdefault(("packed", id(merged.canonical())), (x.name, start))
     return result
 
@@ -348,7 +333,7 @@ def _unpacked_split(current, dims, position, found):
     if entry is None or found is None or batch_dim not in dims:
         return None
     like, like_start = current.graph[entry[0]], entry[1]
-    lengths, dynamic = _lengths_inputs(current.graph, found)
+    lengths, dynamic = layout_ops.lengths_inputs(current.graph, found)
     new_dims = dims[:position] + list(found) + dims[position + 1:]
     return step(current, "unpack_axis", new_dims, inputs=[like, *lengths], axis=position, like_start=like_start,
                 count=len(found), batch_axis=dims.index(batch_dim), dynamic=dynamic), found

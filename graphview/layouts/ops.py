@@ -14,7 +14,10 @@ import math
 import numpy as np
 
 from graphview import attributes, dtypes
+from graphview.dims import batch_dim
 from graphview.errors import ShapeError
+from graphview.layouts import table
+from graphview.ops.math import mul
 from graphview.registry import defop
 from graphview.shapes import normalize_axis
 from graphview.testing import Sample, strided, transposed
@@ -287,3 +290,38 @@ unpack_axis = defop("unpack_axis", shape=_unpack_shape, kernel=_unpack_kernel, a
                         "of like's sizes, the valid entries put back and zeros at the padding.",
                     attrs={"axis": attributes.Int(minimum=0), "like_start": attributes.Int(minimum=0),
                            "count": attributes.Int(minimum=1), **_PACK_ATTRS})
+
+
+# --- merging dims that have lengths (rearrange and the multi-axis softmax build on these) ------------
+
+def lengths_inputs(graph, dims):
+    """(lengths variables, their positions among ``dims``) for the dims that have lengths in ``graph``."""
+    found = [(table.lengths_of(graph, d), i) for i, d in enumerate(dims) if d is not None and d.size is None]
+    found = [(lengths, i) for lengths, i in found if lengths is not None]
+    return [lengths for lengths, _ in found], tuple(i for _, i in found)
+
+
+def needs_packing(x, dims, start, stop):
+    """(lengths, dynamic, batch axis) when merging ``dims[start:stop]`` (x's dims) must pack, because a
+    dim with lengths is not the outer one and the batch axis is outside the merge; else None."""
+    group = dims[start:stop]
+    if None in group or batch_dim not in dims:
+        return None
+    lengths, dynamic = lengths_inputs(x.graph, group)
+    batch_axis = list(dims).index(batch_dim)
+    if not dynamic or dynamic == (0,) or start <= batch_axis < stop:
+        return None
+    return lengths, dynamic, batch_axis
+
+
+def declare_merged_lengths(graph, merged, group):
+    """Give ``merged`` (the product of the dims ``group``) the lengths of the packed merge: the product
+    of each factor's lengths or size, built once."""
+    if table.lengths_of(graph, merged) is not None:
+        return
+    lengths, dynamic = lengths_inputs(graph, group)
+    total = None
+    for factor, dim in enumerate(group):
+        part = lengths[dynamic.index(factor)] if factor in dynamic else dim.size
+        total = part if total is None else mul(total, part)
+    table.declare_lengths(merged, total)

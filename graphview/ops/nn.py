@@ -7,14 +7,16 @@ from math import erf
 import numpy as np
 
 from graphview import attributes, dtypes, runstate
-from graphview.errors import OpArgumentError
+from graphview.dims import Dim, DimError, batch_dim, product as dim_product
+from graphview.errors import OpArgumentError, ShapeError
+from graphview.layouts import ops as layout_ops, table
 from graphview.registry import defop, public
-from graphview.shapes import normalize_axis
+from graphview.shapes import normalize_axes
 from graphview.testing import Sample, transposed
 from graphview.ops.math import elementwise, unary_samples
 from graphview.ops.random import default_seed, unit_reference
 from graphview.ops.reduce import three_axis_view
-from graphview.ops.shape import contiguous
+from graphview.ops.shape import contiguous, permute, reshape_like
 from graphview_kernels import elementwise as elementwise_kernels
 from graphview_kernels.elementwise import copy as copy_kernel
 from graphview_kernels import nn as kernels
@@ -51,9 +53,17 @@ gelu = elementwise("gelu", elementwise_kernels.gelu, promote="float", namespace=
 
 def _softmax_kernel(log):
     def launch(x, out, axis=-1):
-        axis = normalize_axis(axis, x.ndim)
-        x3 = three_axis_view(contiguous(x), (axis,))
-        kernels.softmax_rows(x3, out.reshape(x3.shape), log)
+        axes = normalize_axes(axis, x.ndim)
+        if not axes or axes == tuple(range(axes[0], axes[-1] + 1)):
+            x3 = three_axis_view(contiguous(x), axes)
+            kernels.softmax_rows(x3, out.reshape(x3.shape), log)
+            return
+        # Axes apart: three_axis_view copies x with them moved last; the result is copied back in place.
+        order = [a for a in range(x.ndim) if a not in axes] + list(axes)
+        x3 = three_axis_view(x, axes)
+        result = np.empty(x3.shape, x3.dtype)
+        kernels.softmax_rows(x3, result, log)
+        copy_kernel(result.reshape([x.shape[a] for a in order]), out.transpose(order))
     return launch
 
 
@@ -74,37 +84,108 @@ def _softmax_samples():
         x = r.normal(size=(3, 4, 5)).astype(dtype)
         name = np.dtype(dtype).name
         samples += [Sample((x,), {"axis": -1}, label=f"last {name}"), Sample((x,), {"axis": 1}, label=f"middle {name}"),
-                    Sample((transposed(x[0]),), {"axis": 0}, label=f"transposed {name}")]
+                    Sample((transposed(x[0]),), {"axis": 0}, label=f"transposed {name}"),
+                    Sample((x,), {"axis": (1, 2)}, label=f"two adjacent axes {name}"),
+                    Sample((transposed(x),), {"axis": (0, 2)}, label=f"two axes apart, transposed {name}")]
     samples.append(Sample((np.zeros((0, 3)),), {"axis": -1}, label="empty"))
+    samples.append(Sample((np.zeros((2, 0, 3)),), {"axis": (0, 2)}, label="empty, two axes"))
     samples.append(Sample((np.array([[1000.0, 0.0, -1000.0]]),), {"axis": -1}, label="large", gradcheck=False))
     return samples
 
 
 def _softmax_shape(x, axis=-1):
-    normalize_axis(axis, len(x))
+    normalize_axes(axis, len(x))
     return x
 
 
+_AXES = {"axis": attributes.Axis(many=True)}
 _softmax = defop("softmax", shape=_softmax_shape, kernel=_softmax_kernel(False), promote="float",
                  accepts=dtypes.NUMERIC, samples=_softmax_samples, reference=_softmax_reference, family="nn",
-                 attrs={"axis": attributes.Axis()},
-                 doc="exp(x) / sum(exp(x)) along axis, shifted by the max.")
+                 attrs=_AXES,
+                 doc="exp(x) / sum(exp(x)) along axis (an axis or a tuple of axes), shifted by the max.")
 _log_softmax = defop("log_softmax", shape=_softmax_shape, kernel=_softmax_kernel(True), promote="float",
                      accepts=dtypes.NUMERIC, samples=_softmax_samples, reference=_log_softmax_reference, family="nn",
-                     attrs={"axis": attributes.Axis()},
-                     doc="x - logsumexp(x) along axis.")
+                     attrs=_AXES,
+                     doc="x - logsumexp(x) along axis (an axis or a tuple of axes).")
 
 
 @public("nn")
 def softmax(x, axis=-1, *, name=None):
-    """exp(x) / sum(exp(x)) along axis."""
-    return _softmax(x, name=name, axis=axis)
+    """exp(x) / sum(exp(x)) along axis: an int, a gv.Dim, or a tuple of them (as jax.nn.softmax); over
+    dims with lengths, the padding of each is ignored and gets 0."""
+    return over_axes(_softmax, x, axis, name)
 
 
 @public("nn")
 def log_softmax(x, axis=-1, *, name=None):
-    """x - logsumexp(x) along axis."""
-    return _log_softmax(x, name=name, axis=axis)
+    """x - logsumexp(x) along axis: an int, a gv.Dim, or a tuple of them; 0 at the padding of dims with
+    lengths."""
+    return over_axes(_log_softmax, x, axis, name)
+
+
+def over_axes(op, x, axis, name):
+    """``op`` (softmax or log_softmax) over one axis, or over several (ADR 0021).
+
+    Over several axes of which some dim has lengths (masking on), the axes are moved last, merged into
+    one dim (packed when a dim with lengths is not the outer one, so the merged dim has the product of
+    the lengths) whose masked softmax is taken, and split and moved back: padding anywhere in the
+    group is ignored, and gets 0. Otherwise the op takes the tuple of axes itself.
+    """
+    if not isinstance(axis, (tuple, list)):
+        return op(x, name=name, axis=axis)
+    resolved = tuple(table.axis_of(x, a, op.__name__) if isinstance(a, Dim) else a for a in axis)
+    try:
+        _AXES["axis"].parse(resolved)
+        axes = normalize_axes(resolved, len(x.shape))
+    except (attributes.Invalid, ShapeError):
+        return op(x, name=name, axis=resolved)   # its attribute check names what is wrong
+    if len(axes) == 1:
+        return op(x, name=name, axis=axes[0])
+    dims = table.dims_of(x)
+    lengths, _ = layout_ops.lengths_inputs(x.graph, [dims[a] for a in axes])
+    if not lengths or not table.masking_enabled():
+        with table.unmasked():   # the masking hook takes one axis; none of these has lengths
+            return op(x, name=name, axis=axes)
+    return _masked_over_axes(op, x, axes, name)
+
+
+def _masked_over_axes(op, x, axes, name):
+    rank, dims = len(x.shape), list(table.dims_of(x))
+    what = f"{op.__name__} over axes {axes} of {x.name!r}"
+    kept = [a for a in range(rank) if a not in axes]
+    order = tuple(kept) + axes
+    moved = permute(x, order) if order != tuple(range(rank)) else x
+    dims = [dims[a] for a in order]
+    start = len(kept)
+    group = dims[start:]
+    if None in group:
+        raise DimError(f"{what}: axis {order[start + group.index(None)]} has no dim, so the merged axis would "
+                       "have no lengths; tag it with gv.set_dims")
+    if batch_dim in group or batch_dim not in dims:
+        raise DimError(f"{what}: masking by lengths needs the batch axis outside the softmax axes "
+                       f"(dims {tuple(dims)})")
+    merged_dim = dim_product(group)
+    packing = layout_ops.needs_packing(moved, dims, start, rank)
+    if packing is not None:
+        lengths, dynamic, batch_axis = packing
+        merged = layout_ops.pack_axes(moved, *lengths, start=start, stop=rank, batch_axis=batch_axis,
+                                      dynamic=dynamic)
+        layout_ops.declare_merged_lengths(x.graph, merged_dim, group)
+    else:
+        merged = layout_ops.merge_axes_copy(moved, start=start, stop=rank)
+    table.set_dims(merged, dims[:start] + [merged_dim])
+    result = op(merged, axis=start)
+    last = order == tuple(range(rank))
+    if packing is not None:
+        back = layout_ops.unpack_axis(result, moved, *lengths, axis=start, like_start=start, count=len(group),
+                                      batch_axis=batch_axis, dynamic=dynamic, name=name if last else None)
+    else:
+        back = reshape_like(result, moved, name=name if last else None)
+    table.set_dims(back, dims)
+    if last:
+        return back
+    inverse = tuple(order.index(a) for a in range(rank))
+    return permute(back, inverse, name=name)
 
 
 _STEP_MIX = 0x9E3779B97F4A7C15   # odd 64-bit constant: distinct steps give unrelated seeds

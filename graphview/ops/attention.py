@@ -1,0 +1,112 @@
+"""Attention: ``g.nn.scaled_dot_product_attention``, built from matmul, softmax and where (ADR 0021).
+
+It is a composition, not an op of its own, so its gradient (and the second one) comes from the rules of
+the ops it is built from, and a key dim with lengths masks it through the masked softmax: the scores
+``q @ k^T`` carry the query dim and the key dim (matmul's dims rule), and a softmax over a key dim with
+lengths is built as ``masked_softmax``. The one op declared here is the causal mask. Heads
+(``multi_head_attention``) belong to the layers (issue 17).
+"""
+import math
+
+import numpy as np
+
+from graphview import dtypes
+from graphview.dims import batch_dim
+from graphview.errors import DTypeError, ShapeError
+from graphview.layouts import table
+from graphview.ops.linalg import matmul
+from graphview.ops.masked import mask_of
+from graphview.ops.math import add, mul, ne, where
+from graphview.ops.nn import softmax
+from graphview.ops.reduce import max as reduce_max
+from graphview.ops.shape import permute
+from graphview.registry import defop, public
+from graphview.testing import Sample
+from graphview_kernels import attention as kernels
+
+
+def _causal_shape(like):
+    if len(like) < 2:
+        raise ShapeError(f"causal_mask needs an input of rank >= 2 (queries x keys), got {like}")
+    return tuple(like[-2:])
+
+
+def _causal_kernel(like, out):
+    kernels.causal_mask(out)
+
+
+def _causal_reference(like):
+    return np.tril(np.ones(like.shape[-2:], bool))
+
+
+def _causal_samples():
+    r = np.random.default_rng(90)
+    return [Sample((r.normal(size=(2, 3, 4)),), label="more keys"), Sample((r.normal(size=(5, 2)),), label="more queries"),
+            Sample((np.zeros((0, 3)),), label="no query")]
+
+
+causal_mask = defop("causal_mask", shape=_causal_shape, kernel=_causal_kernel, dtype=lambda like: dtypes.BOOL,
+                    differentiable=False, accepts=dtypes.ALL, samples=_causal_samples, reference=_causal_reference,
+                    family="nn", doc="The (queries, keys) bool mask j <= i of like's last two axes (PyTorch's "
+                                     "is_causal): True where a query may attend.")
+
+
+def _check(q, k, v, mask):
+    what = "scaled_dot_product_attention"
+    for label, x in (("q", q), ("k", k), ("v", v)):
+        if len(x.shape) < 2:
+            raise ShapeError(f"{what}: {label} {x.name!r} has shape {x.shape}; it needs (..., length, features)")
+        if not dtypes.is_float(x.dtype):
+            raise DTypeError(f"{what}: {label} {x.name!r} is {x.dtype.name}; q, k and v must be floats")
+    if None not in (q.shape[-1], k.shape[-1]) and q.shape[-1] != k.shape[-1]:
+        raise ShapeError(f"{what}: q {q.name!r} has {q.shape[-1]} features but k {k.name!r} has {k.shape[-1]} "
+                         f"(shapes {q.shape} and {k.shape})")
+    if None not in (k.shape[-2], v.shape[-2]) and k.shape[-2] != v.shape[-2]:
+        raise ShapeError(f"{what}: k {k.name!r} has {k.shape[-2]} keys but v {v.name!r} has {v.shape[-2]} "
+                         f"(shapes {k.shape} and {v.shape})")
+    if mask is not None and not (mask.dtype == np.bool_ or dtypes.is_float(mask.dtype)):
+        raise DTypeError(f"{what}: mask {mask.name!r} is {mask.dtype.name}; it must be bool (True: attend) or "
+                         "float (added to the scores)")
+
+
+def _padding_zeroed(v):
+    """v with the padding of its key dim set to 0 when that dim has lengths: the masked softmax gives the
+    padded keys weight 0, and 0 * NaN would still be NaN."""
+    dims = table.dims_of(v)
+    key = dims[-2]
+    if key is None or key.size is not None or batch_dim not in dims or table.lengths_of(v.graph, key) is None:
+        return v
+    return where(mask_of(v, key), v, 0.0)
+
+
+@public("nn")
+def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None, *, name=None):
+    """softmax(q @ k^T * scale + mask) @ v, as torch.nn.functional.scaled_dot_product_attention.
+
+    q is (..., Lq, E), k (..., Lk, E), v (..., Lk, Ev); the leading axes broadcast. ``scale`` defaults
+    to 1 / sqrt(E). ``mask`` broadcasts to (..., Lq, Lk): bool (True: attend; a row with no True gives
+    NaN, as PyTorch) or float (added to the scores). ``causal=True`` lets query i attend keys j <= i
+    (PyTorch's is_causal; here it may be combined with ``mask``). When k's key axis is a gv.Dim with
+    lengths, padded keys get weight 0 (the softmax over them is masked) and v's padding is not read.
+    """
+    if isinstance(mask, (np.ndarray, list, tuple, bool, np.bool_)):
+        mask = q.graph.constant("attention_mask", np.asarray(mask))
+    _check(q, k, v, mask)
+    if scale is None:
+        if q.shape[-1] is None:
+            raise ShapeError(f"scaled_dot_product_attention: q {q.name!r} has an unknown number of features "
+                             f"(shape {q.shape}); give scale=")
+        scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
+    rank = len(k.shape)
+    keys_last = permute(k, tuple(range(rank - 2)) + (rank - 1, rank - 2))
+    scores = mul(matmul(q, keys_last), float(scale))
+    if causal:
+        scores = where(causal_mask(scores), scores, -np.inf)
+    if mask is not None:
+        scores = where(mask, scores, -np.inf) if mask.dtype == np.bool_ else add(scores, mask)
+    if mask is None:
+        weights = softmax(scores, axis=-1)
+    else:   # PyTorch's safe softmax: a row the mask leaves nothing to attend to gets weight 0, gradient 0
+        attends = ne(reduce_max(scores, axis=-1, keepdims=True), -np.inf)
+        weights = where(attends, softmax(where(attends, scores, 0.0), axis=-1), 0.0)
+    return matmul(weights, _padding_zeroed(v), name=name)

@@ -18,7 +18,7 @@ from numba import njit
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 
-COLUMNS = 4096     # about this many columns of col per chunk of the batch
+COLUMNS = 2048     # about this many columns of col per chunk of the batch
 
 
 @njit(**JIT)
@@ -28,65 +28,86 @@ def chunk(batch, positions):
 
 
 @njit(**JIT)
-def _valid(size, pad, offset, stride, count):
-    """The output positions [low, high) whose input index ``p * stride - pad + offset`` is in [0, size)."""
-    a = pad - offset
-    low = 0 if a <= 0 else (a + stride - 1) // stride
-    b = size + a
-    high = 0 if b <= 0 else (b + stride - 1) // stride
-    return min(low, count), max(min(high, count), min(low, count))
+def padded(x, n0, m, c0, cg, top, bottom, left, right):
+    """x[n0:n0+m, c0:c0+cg] with zeros around (x itself, and n0, c0, when there is no padding)."""
+    if top == 0 and bottom == 0 and left == 0 and right == 0:
+        return x, n0, c0
+    height, width = x.shape[2], x.shape[3]
+    result = np.zeros((m, cg, height + top + bottom, width + left + right), x.dtype)
+    for b in range(m):
+        for c in range(cg):
+            for y in range(height):
+                source = x[n0 + b, c0 + c, y]
+                target = result[b, c, top + y]
+                for z in range(width):
+                    target[left + z] = source[z]
+    return result, 0, 0
 
 
 @njit(**JIT)
-def im2col(x, n0, m, c0, cg, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col):
-    """col[(c * kh + i) * kw + j, b * L + y * ow + z] = x[n0 + b, c0 + c, y*sh - ph + i*dh, z*sw - pw + j*dw], 0 outside."""
-    height, width = x.shape[2], x.shape[3]
+def _pads(height, width, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
+    """(top, bottom, left, right): the padding the patches of an (oh, ow) output read."""
+    bottom = max(0, (oh - 1) * sh + dh * (kh - 1) + 1 - height - ph)
+    right = max(0, (ow - 1) * sw + dw * (kw - 1) + 1 - width - pw)
+    return (ph, bottom, pw, right)
+
+
+@njit(**JIT)
+def im2col(x, n0, m, c0, cg, kh, kw, sh, sw, pads, dh, dw, oh, ow, col):
+    """col[(c * kh + i) * kw + j, b * L + y * ow + z] = x[n0 + b, c0 + c, y*sh - top + i*dh, z*sw - left + j*dw],
+    0 outside x; ``pads`` is (top, bottom, left, right). The patch rows are copied from a zero-padded
+    copy of the chunk, so the inner loop has no bounds to test."""
+    xp, n0, c0 = padded(x, n0, m, c0, cg, pads[0], pads[1], pads[2], pads[3])
     positions = oh * ow
     for c in range(cg):
         for i in range(kh):
-            y_low, y_high = _valid(height, ph, i * dh, sh, oh)
             for j in range(kw):
-                row = (c * kh + i) * kw + j
-                z_low, z_high = _valid(width, pw, j * dw, sw, ow)
+                target = col[(c * kh + i) * kw + j]
                 for b in range(m):
-                    plane = x[n0 + b, c0 + c]
+                    plane = xp[n0 + b, c0 + c]
                     base = b * positions
                     for y in range(oh):
+                        source = plane[y * sh + i * dh]
                         start = base + y * ow
-                        if y < y_low or y >= y_high:
-                            for z in range(ow):
-                                col[row, start + z] = 0
-                            continue
-                        source = plane[y * sh - ph + i * dh]
-                        for z in range(z_low):
-                            col[row, start + z] = 0
-                        first = z_low * sw - pw + j * dw
-                        for z in range(z_low, z_high):
-                            col[row, start + z] = source[first + (z - z_low) * sw]
-                        for z in range(z_high, ow):
-                            col[row, start + z] = 0
+                        offset = j * dw
+                        for z in range(ow):
+                            target[start + z] = source[offset + z * sw]
 
 
 @njit(**JIT)
-def col2im(col, n0, m, c0, cg, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, out):
-    """The adjoint of im2col: out[n0 + b, c0 + c, ...] += each patch entry of col (out is not zeroed here)."""
-    height, width = out.shape[2], out.shape[3]
+def col2im(col, n0, m, c0, cg, kh, kw, sh, sw, pads, dh, dw, oh, ow, out):
+    """The adjoint of im2col: out[n0 + b, c0 + c, ...] += each patch entry of col (out is not zeroed
+    here). With padding, the patches are summed into a zero-padded buffer whose inside is added to out."""
+    direct = pads[0] == 0 and pads[1] == 0 and pads[2] == 0 and pads[3] == 0
+    if direct:
+        target, b0, d0 = out, n0, c0
+    else:
+        target = np.zeros((m, cg, out.shape[2] + pads[0] + pads[1], out.shape[3] + pads[2] + pads[3]), out.dtype)
+        b0, d0 = 0, 0
     positions = oh * ow
     for c in range(cg):
         for i in range(kh):
-            y_low, y_high = _valid(height, ph, i * dh, sh, oh)
             for j in range(kw):
-                row = (c * kh + i) * kw + j
-                z_low, z_high = _valid(width, pw, j * dw, sw, ow)
-                first = z_low * sw - pw + j * dw
+                source = col[(c * kh + i) * kw + j]
+                offset = j * dw
                 for b in range(m):
-                    plane = out[n0 + b, c0 + c]
+                    plane = target[b0 + b, d0 + c]
                     base = b * positions
-                    for y in range(y_low, y_high):
-                        target = plane[y * sh - ph + i * dh]
+                    for y in range(oh):
+                        line = plane[y * sh + i * dh]
                         start = base + y * ow
-                        for z in range(z_low, z_high):
-                            target[first + (z - z_low) * sw] += col[row, start + z]
+                        for z in range(ow):
+                            line[offset + z * sw] += source[start + z]
+    if direct:
+        return
+    height, width = out.shape[2], out.shape[3]
+    for b in range(m):
+        for c in range(cg):
+            for y in range(height):
+                line = target[b, c, pads[0] + y]
+                result = out[n0 + b, c0 + c, y]
+                for z in range(width):
+                    result[z] += line[pads[2] + z]
 
 
 @njit(**JIT)
@@ -113,12 +134,13 @@ def conv_forward(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, out):
     out3 = out.reshape(batch, outs, positions)
     w2 = w.reshape(outs, depth)
     step = chunk(batch, positions)
+    pads = _pads(x.shape[2], x.shape[3], kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
     for g in range(groups):
         wg = np.ascontiguousarray(w2[g * og:(g + 1) * og])
         for n0 in range(0, batch, step):
             m = min(step, batch - n0)
             col = np.empty((depth, m * positions), x.dtype)
-            im2col(x, n0, m, g * cg, cg, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col)
+            im2col(x, n0, m, g * cg, cg, kh, kw, sh, sw, pads, dh, dw, oh, ow, col)
             result = np.dot(wg, col)
             for o in range(og):
                 add = bias[g * og + o] if has_bias else 0
@@ -146,6 +168,7 @@ def conv_backward_input(gy, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, o
         for c in range(channels):
             out[n, c] = bias[c] if has_bias else 0
     step = chunk(batch, positions)
+    pads = _pads(out.shape[2], out.shape[3], kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
     for g in range(groups):
         wt = np.ascontiguousarray(w2[g * og:(g + 1) * og].T)
         for n0 in range(0, batch, step):
@@ -153,7 +176,7 @@ def conv_backward_input(gy, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, o
             buffer = np.empty((og, m * positions), gy.dtype)
             _gather(gy3, n0, m, g * og, og, buffer)
             col = np.dot(wt, buffer)
-            col2im(col, n0, m, g * cg, cg, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, out)
+            col2im(col, n0, m, g * cg, cg, kh, kw, sh, sw, pads, dh, dw, oh, ow, out)
 
 
 @njit(**JIT)
@@ -169,12 +192,13 @@ def conv_backward_weight(x, gy, sh, sw, ph, pw, dh, dw, groups, out):
     out2 = out.reshape(outs, depth)
     out2[:, :] = 0
     step = chunk(batch, positions)
+    pads = _pads(x.shape[2], x.shape[3], kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
     for g in range(groups):
         for n0 in range(0, batch, step):
             m = min(step, batch - n0)
             col = np.empty((depth, m * positions), x.dtype)
-            im2col(x, n0, m, g * cg, cg, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col)
+            im2col(x, n0, m, g * cg, cg, kh, kw, sh, sw, pads, dh, dw, oh, ow, col)
             buffer = np.empty((og, m * positions), x.dtype)
             _gather(gy3, n0, m, g * og, og, buffer)
-            part = np.dot(buffer, np.ascontiguousarray(col.T))
+            part = np.dot(buffer, col.T)
             out2[g * og:(g + 1) * og] += part

@@ -36,7 +36,10 @@ def _bias(g, bias, layout):
     if not bias:
         return ()
     where = layout_of("conv", layout, len(layout) - 2)
-    return (reduce_sum(g, tuple(i for i in range(len(layout)) if i != where.channel)),)
+    if where.channels_last:   # one sum over the leading axes, which merge into one
+        return (reduce_sum(g, tuple(range(len(layout) - 1))),)
+    # Channels first: the spatial axes (trailing, contiguous) first, then the batch: two fast reductions.
+    return (reduce_sum(reduce_sum(g, where.spatial), where.batch),)
 
 
 def _conv2d(g, out, x, w, *bias, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1, layout="bchw"):

@@ -1,0 +1,183 @@
+"""Layer ops against NumPy and PyTorch eager, single-threaded, in the same run.
+
+    python benchmarks/bench_layers.py [--repeats 15] [--steps 10]
+
+1. conv2d forward alone at the digits-CNN shapes (float32, batch 256, 8x8 images, 3x3 kernels,
+   padding 1): graphview's kernel (the op's launch on arrays), the op through ``g.output``, NumPy
+   im2col (sliding_window_view) + matmul, and ``torch.nn.functional.conv2d``.
+2. The digits-CNN training step (float32, batch 256): conv3x3 1->16 pad 1, relu, conv3x3 16->32 pad 1,
+   relu, max_pool 2, conv3x3 32->32 pad 1, relu, max_pool 2, linear 128->10, softmax cross-entropy;
+   forward, backward and a plain SGD update. graphview through a GradientStep (what ``fit`` runs per
+   batch) and its SGD updater, against PyTorch eager with torch.optim.SGD.
+
+Everything runs on one thread: OPENBLAS_NUM_THREADS (and the other BLAS variables) are set before
+NumPy loads, Numba's threads are set to 1 and so are PyTorch's. Each figure is the best, over
+``--repeats`` tries, of the mean time of ``--steps`` calls; ratios are NumPy's or PyTorch's time over
+graphview's (above 1: graphview is faster).
+"""
+import os
+
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ[_variable] = "1"
+
+import argparse  # noqa: E402  (the thread variables must be set before NumPy loads)
+import sys  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import optional, table  # noqa: E402
+
+BATCH, CLASSES, LEARNING_RATE = 256, 10, 0.05
+CONVS = [(1, 16), (16, 32), (32, 32)]          # (in, out) channels, 3x3, padding 1
+SIZES = [8, 8, 4]                               # input height = width of each convolution
+
+
+def best(function, repeats, steps):
+    """The best mean seconds per call, over ``repeats`` tries of ``steps`` calls (after two warm-up calls)."""
+    import time
+    function()
+    function()
+    result = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(steps):
+            function()
+        result = min(result, (time.perf_counter() - start) / steps)
+    return result
+
+
+def parameters(seed=0):
+    rng = np.random.default_rng(seed)
+    params = {}
+    for i, (cin, cout) in enumerate(CONVS, 1):
+        params[f"w{i}"] = rng.normal(0, np.sqrt(2 / (9 * cin)), (cout, cin, 3, 3)).astype(np.float32)
+        params[f"b{i}"] = np.zeros(cout, np.float32)
+    params["w4"] = rng.normal(0, np.sqrt(1 / 128), (128, CLASSES)).astype(np.float32)
+    params["b4"] = np.zeros(CLASSES, np.float32)
+    x = rng.normal(size=(BATCH, 1, 8, 8)).astype(np.float32)
+    y = rng.integers(0, CLASSES, BATCH).astype(np.int64)
+    return x, y, params
+
+
+def numpy_conv(x, w):
+    """im2col with sliding_window_view, then one matmul: NumPy's idiomatic convolution (padding 1, stride 1)."""
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))   # n c h w kh kw
+    n, c, h, width = windows.shape[:4]
+    col = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * h * width, c * 9)
+    out = col @ w.reshape(w.shape[0], -1).T
+    return out.reshape(n, h, width, -1).transpose(0, 3, 1, 2)
+
+
+def conv_figures(repeats, steps):
+    import graphview as gv
+    from graphview import registry
+    torch = optional("torch")
+    rng = np.random.default_rng(1)
+    launch = registry.get("conv2d").kernel
+    rows = []
+    for (cin, cout), size in zip(CONVS, SIZES):
+        x = rng.normal(size=(BATCH, cin, size, size)).astype(np.float32)
+        w = rng.normal(size=(cout, cin, 3, 3)).astype(np.float32)
+        out = np.empty((BATCH, cout, size, size), np.float32)
+        attrs = dict(stride=(1, 1), padding=((1, 1), (1, 1)), dilation=(1, 1), groups=1, layout="bchw")
+        g = gv.Graph()
+        y = g.nn.conv2d(g.placeholder("x", (None, cin, size, size), "float32"), g.var("w", w), padding=1)
+        launch(x, w, out, **attrs)
+        expected = numpy_conv(x, w)
+        assert np.allclose(out, expected, rtol=1e-4, atol=1e-4), "conv2d differs from NumPy's im2col"
+        kernel = best(lambda: launch(x, w, out, **attrs), repeats, steps)
+        graph = best(lambda: g.output({"x": x}, [y]), repeats, steps)
+        numpy_time = best(lambda: numpy_conv(x, w), repeats, steps)
+        row = [f"{cin}->{cout} on {size}x{size}", f"{kernel * 1e3:.3f}", f"{graph * 1e3:.3f}", f"{numpy_time * 1e3:.3f}",
+               f"{numpy_time / kernel:.2f}x"]
+        if torch is not None:
+            xt, wt = torch.from_numpy(x), torch.from_numpy(w)
+            with torch.no_grad():
+                torch_time = best(lambda: torch.nn.functional.conv2d(xt, wt, padding=1), repeats, steps)
+            row += [f"{torch_time * 1e3:.3f}", f"{torch_time / kernel:.2f}x"]
+        rows.append(row)
+    header = ["conv2d (batch 256, 3x3, pad 1)", "graphview kernel ms", "g.output ms", "NumPy im2col ms",
+              "NumPy / graphview"]
+    if torch is not None:
+        header += ["torch ms", "torch / graphview"]
+    return table(rows, header)
+
+
+def graphview_step():
+    """The CNN step as fit runs it: a GradientStep (loss and gradients in one executor run), then SGD."""
+    import graphview as gv
+    from graphview.training.step import GradientStep
+    x, y, params = parameters()
+    g = gv.Graph("digits-cnn")
+    xs = g.placeholder("x", (None, 1, 8, 8), "float32")
+    ys = g.placeholder("y", (None,), "int64")
+    v = {key: g.var(key, value) for key, value in params.items()}
+    h = g.nn.relu(g.nn.conv2d(xs, v["w1"], v["b1"], padding=1))
+    h = g.nn.max_pool2d(g.nn.relu(g.nn.conv2d(h, v["w2"], v["b2"], padding=1)), 2)
+    h = g.nn.max_pool2d(g.nn.relu(g.nn.conv2d(h, v["w3"], v["b3"], padding=1)), 2)
+    logits = g.shape.reshape(h, (-1, 128)) @ v["w4"] + v["b4"]
+    g.set_loss(g.loss.softmax_cross_entropy(logits, ys, name="loss"))
+    gradients = GradientStep(g, list(params))
+    updater = gv.SGD(learning_rate=LEARNING_RATE)
+    feeds = {"x": x, "y": y}
+
+    def step():
+        loss, grads = gradients(feeds)
+        updater.step(g, grads)
+        return loss
+    return step
+
+
+def torch_step(torch):
+    x, y, params = parameters()
+    p = {name: torch.tensor(value, requires_grad=True) for name, value in params.items()}
+    optimizer = torch.optim.SGD(list(p.values()), lr=LEARNING_RATE)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    F = torch.nn.functional
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        h = F.relu(F.conv2d(xt, p["w1"], p["b1"], padding=1))
+        h = F.max_pool2d(F.relu(F.conv2d(h, p["w2"], p["b2"], padding=1)), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, p["w3"], p["b3"], padding=1)), 2)
+        loss = F.cross_entropy(h.reshape(-1, 128) @ p["w4"] + p["b4"], yt)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+    return step
+
+
+def step_figures(repeats, steps):
+    import graphview as gv
+    from graphview import registry
+    torch = optional("torch")
+    if "max_pool2d" not in registry.ops():
+        return "digits CNN step: skipped, g.nn.max_pool2d is not registered (graphview/ops/pool.py)"
+    ours = best(graphview_step(), repeats, steps)
+    rows = [["graphview (GradientStep + SGD)", f"{ours * 1e3:.2f}", "1.00x"]]
+    if torch is not None:
+        theirs = best(torch_step(torch), repeats, steps)
+        rows.append(["PyTorch eager (autograd + optim.SGD)", f"{theirs * 1e3:.2f}", f"{theirs / ours:.2f}x"])
+    del gv
+    return table(rows, ["digits CNN step (float32, batch 256)", "ms per step", "torch / graphview"])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--steps", type=int, default=10)
+    args = parser.parse_args(argv)
+    import numba
+    numba.set_num_threads(1)
+    torch = optional("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+    print(conv_figures(args.repeats, args.steps))
+    print()
+    print(step_figures(args.repeats, args.steps))
+
+
+if __name__ == "__main__":
+    main()

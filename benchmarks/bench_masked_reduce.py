@@ -7,7 +7,7 @@ at --baseline (default: the commit before the switch) and launched as the ops la
 --check it first compares the new outputs with the baseline's, bit for bit (float32 NaNs: as NaN), on
 random float64, float32 and integer inputs with NaN and inf, over every axis combination.
 
-Run: python benchmarks/bench_masked_reduce.py [--repeat N] [--size N] [--check] [--baseline REV]
+Run: python benchmarks/bench_masked_reduce.py [--repeat N] [--size N] [--check] [--baseline REV] [--clock cpu]
 """
 import argparse
 import importlib
@@ -17,11 +17,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import best_time, table  # noqa: E402
+from common import table  # noqa: E402
 
 import graphview  # noqa: E402,F401  (registers every op)
 from graphview import registry  # noqa: E402
@@ -34,6 +35,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The last commit with the two kernels (kernels/reduce.py's row kernels, kernels/masked.py's masked_reduce).
 BASELINE = "e07b817c87169bc10e81f6a704f84aa0bef020ba"
 OLD_MODES = {"sum": 0, "mean": 1, "max": 2, "min": 3, "logsumexp": 4, "count": 5}
+
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = CLOCKS["wall"]   # --clock
+
+
+def best_of(functions, repeat, number=1):
+    """The best time per call of each function, in seconds, over ``repeat`` rounds of ``number`` calls
+    that take the functions in turn (so a shared machine's changing load hits all of them alike)."""
+    for function in functions:
+        function()
+    best = [float("inf")] * len(functions)
+    for _ in range(repeat):
+        for index, function in enumerate(functions):
+            start = clock()
+            for _ in range(number):
+                function()
+            best[index] = min(best[index], (clock() - start) / number)
+    return best
 
 
 def load_baseline(revision):
@@ -114,10 +134,12 @@ def result_dtype(op, dtype):
 
 def numpy_logsumexp(x, axis):
     top = np.max(x, axis=axis, keepdims=True)
-    return np.log(np.sum(np.exp(x - top), axis=axis)) + np.squeeze(top, axis=axis)
+    with np.errstate(invalid="ignore"):   # a batch entry with no valid step: -inf - -inf
+        return np.log(np.sum(np.exp(x - top), axis=axis)) + np.squeeze(top, axis=axis)
 
 
 def numpy_masked(function, x, lengths, axis):
+    """NumPy's masked reduction: the padding replaced (np.where) by the reduction's neutral value."""
     mask = np.arange(x.shape[1])[None, :, None] < lengths[:, None, None]
     return function(np.where(mask, x, 0.0 if function is np.sum else -np.inf), axis=axis)
 
@@ -175,25 +197,23 @@ def timings(old_reduce, old_masked_kernels, size, repeat):
     lengths = r.integers(T // 2, T + 1, size=B).astype(np.int64)
     lengths[0], lengths[1] = 0, T
     print(f"input (B, T, F) = {x.shape} float64, {x.size:,} elements; lengths in [{T // 2}, {T}] (one 0, one {T}); "
-          f"best of {repeat}; {WORKERS} worker threads above {PARALLEL_THRESHOLD:,} elements\n")
+          f"best of {repeat}, {clock.__name__}; {WORKERS} worker threads above {PARALLEL_THRESHOLD:,} elements\n")
     rows = []
     for op, function in (("sum", np.sum), ("max", np.max), ("logsumexp", numpy_logsumexp)):
         for axis in (0, 1, 2):
-            t_numpy = best_time(lambda: function(x, axis=axis), repeat)
-            t_old = best_time(lambda: old_plain(old_reduce, op, x, axis), repeat)
-            t_new = best_time(lambda: new_plain(op, x, axis), repeat)
+            t_numpy, t_old, t_new = best_of([lambda: function(x, axis=axis), lambda: old_plain(old_reduce, op, x, axis),
+                                             lambda: new_plain(op, x, axis)], repeat)
             rows.append((f"{op} axis={axis}", f"{t_numpy * 1e3:.2f}", f"{t_old * 1e3:.2f}", "-", f"{t_new * 1e3:.2f}",
                          f"{t_numpy / t_new:.2f}", f"{t_old / t_new:.2f}"))
         for axis in (1, (1, 2), 0, None):
-            t_numpy = best_time(lambda: numpy_masked(function, x, lengths, axis), repeat)
-            t_old = best_time(lambda: old_masked(old_masked_kernels, op, x, lengths, axis), repeat)
-            t_new = best_time(lambda: new_masked(op, x, lengths, axis), repeat)
+            t_numpy, t_old, t_new = best_of([lambda: numpy_masked(function, x, lengths, axis),
+                                             lambda: old_masked(old_masked_kernels, op, x, lengths, axis),
+                                             lambda: new_masked(op, x, lengths, axis)], repeat)
             rows.append((f"masked_{op} axis={axis}", f"{t_numpy * 1e3:.2f}", "-", f"{t_old * 1e3:.2f}",
                          f"{t_new * 1e3:.2f}", f"{t_numpy / t_new:.2f}", f"{t_old / t_new:.2f}"))
     flat = x.reshape(-1)
-    t_numpy = best_time(lambda: np.sum(flat), repeat)
-    t_old = best_time(lambda: old_plain(old_reduce, "sum", flat, None), repeat)
-    t_new = best_time(lambda: new_plain("sum", flat, None), repeat)
+    t_numpy, t_old, t_new = best_of([lambda: np.sum(flat), lambda: old_plain(old_reduce, "sum", flat, None),
+                                     lambda: new_plain("sum", flat, None)], repeat)
     rows.append(("sum of all (flat)", f"{t_numpy * 1e3:.2f}", f"{t_old * 1e3:.2f}", "-", f"{t_new * 1e3:.2f}",
                  f"{t_numpy / t_new:.2f}", f"{t_old / t_new:.2f}"))
     print(table(rows, ("case", "NumPy ms", "plain before ms", "masked before ms", "unified ms",
@@ -208,13 +228,12 @@ def small(old_reduce, old_masked_kernels, repeat):
     lengths = r.integers(0, 129, size=256).astype(np.int64)
     rows = []
     for op, function in (("sum", np.sum), ("mean", np.mean), ("max", np.max)):
-        t_numpy = best_time(lambda: function(x, axis=0), repeat, number=200)
-        t_old = best_time(lambda: old_plain(old_reduce, op, x, 0), repeat, number=200)
-        t_new = best_time(lambda: new_plain(op, x, 0), repeat, number=200)
+        t_numpy, t_old, t_new = best_of([lambda: function(x, axis=0), lambda: old_plain(old_reduce, op, x, 0),
+                                         lambda: new_plain(op, x, 0)], repeat, number=200)
         rows.append((f"{op} axis=0", f"{t_numpy * 1e6:.1f}", f"{t_old * 1e6:.1f}", "-", f"{t_new * 1e6:.1f}",
                      f"{t_numpy / t_new:.2f}", f"{t_old / t_new:.2f}"))
-        t_old = best_time(lambda: old_masked(old_masked_kernels, op, x, lengths, 1), repeat, number=200)
-        t_new = best_time(lambda: new_masked(op, x, lengths, 1), repeat, number=200)
+        t_old, t_new = best_of([lambda: old_masked(old_masked_kernels, op, x, lengths, 1),
+                                lambda: new_masked(op, x, lengths, 1)], repeat, number=200)
         rows.append((f"masked_{op} axis=1", "-", "-", f"{t_old * 1e6:.1f}", f"{t_new * 1e6:.1f}", "-",
                      f"{t_old / t_new:.2f}"))
     print("\nsmall: (256, 128) float64\n")
@@ -228,7 +247,11 @@ def main():
     parser.add_argument("--size", type=int, default=1 << 21, help="elements per input (1e6 to 1e7)")
     parser.add_argument("--check", action="store_true", help="first compare with the baseline bit for bit")
     parser.add_argument("--baseline", default=BASELINE, help="the git revision of the kernels compared with")
+    parser.add_argument("--clock", choices=CLOCKS, default="wall",
+                        help="cpu: the process's CPU time (every thread's), steadier on a loaded machine")
     arguments = parser.parse_args()
+    global clock
+    clock = CLOCKS[arguments.clock]
     old_reduce, old_masked_kernels = load_baseline(arguments.baseline)
     if arguments.check:
         print(f"bit-identical to {arguments.baseline} on {check(old_reduce, old_masked_kernels)} cases\n")

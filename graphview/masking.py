@@ -19,7 +19,7 @@ from graphview.ops.masked import Masked, integer_start, mask_of
 from graphview.ops.math import cast, div, mul, where
 from graphview.ops.reduce import sum as reduce_sum
 from graphview.ops.shape import numel, reshape
-from graphview.shapes import format_shape, normalize_axes, normalize_axis
+from graphview.shapes import format_shape, normalize_axes
 
 
 def before(graph, definition, variables, attrs, name):
@@ -40,7 +40,12 @@ def before(graph, definition, variables, attrs, name):
         if hit and spec.op is None:
             return _where_masked(definition, spec, x, hit, attrs, name)
     elif spec.axes == "attribute or last":
-        hit = [entry for entry in dynamic if entry[0] == normalize_axis(attrs.get("axis", -1), rank)]
+        axes = normalize_axes(attrs.get("axis", -1), rank)
+        hit = [entry for entry in dynamic if entry[0] in axes]
+        if hit and len(axes) > 1:
+            if spec.several is None:
+                raise DimError(f"{op} over axes {axes} of {x.name!r}: it has no masked form over several axes")
+            return spec.several(x, axes, name)
     elif spec.axes == "all but last":
         hit = [entry for entry in dynamic if entry[0] < rank - 1]
     else:

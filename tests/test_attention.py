@@ -252,3 +252,12 @@ def test_softmax_over_several_axes_errors():
         g.nn.softmax(x, axis=(gv.batch_dim, key))
     with gv.unmasked():
         assert g.nn.softmax(x, axis=(query, key)).op == "softmax"
+
+
+def test_the_softmax_op_itself_is_masked_over_several_axes():
+    g, x, (query, key, head), data, feeds = _two_lengths_graph()
+    direct = gv.registry.op("softmax")(x, axis=(1, 3))      # the masking layer's spec, not g.nn.softmax
+    assert direct.op != "softmax" and gv.dims_of(direct) == gv.dims_of(x)
+    through = g.nn.softmax(x, axis=(query, key))
+    values = g.output(feeds, [direct, through])
+    np.testing.assert_array_equal(values[direct.name], values[through.name])

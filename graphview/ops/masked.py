@@ -394,6 +394,8 @@ class Masked:
     ``inputs``: the inputs whose dims are looked at, in order; the first with a dim with lengths is masked.
     ``sum_op``: for a mean, the masked sum that, divided by the count of valid entries, gives the mean
     over several dims with lengths.
+    ``several``: for "attribute or last", how the op is built over a tuple of axes of which some dims
+    have lengths: ``several(x, axes, name)`` (softmax: the axes merged into one masked axis).
     """
     op: Union[str, Callable, None]
     axes: str = "attribute"
@@ -401,6 +403,7 @@ class Masked:
     passes: tuple = ()
     inputs: tuple = (0,)
     sum_op: Optional[str] = None
+    several: Optional[Callable] = None
 
     def __post_init__(self):
         if self.axes not in MASKED_AXES:
@@ -425,8 +428,8 @@ defmasked("mean", Masked("masked_mean", where_neutral=0.0, passes=REDUCTION_PASS
 defmasked("max", Masked("masked_max", where_neutral=-np.inf, passes=REDUCTION_PASSES))
 defmasked("min", Masked("masked_min", where_neutral=np.inf, passes=REDUCTION_PASSES))
 defmasked("logsumexp", Masked("masked_logsumexp", where_neutral=-np.inf, passes=REDUCTION_PASSES))
-defmasked("softmax", Masked("masked_softmax", axes="attribute or last"))
-defmasked("log_softmax", Masked("masked_log_softmax", axes="attribute or last"))
+defmasked("softmax", Masked("masked_softmax", axes="attribute or last", several=nn.softmax_over_axes))
+defmasked("log_softmax", Masked("masked_log_softmax", axes="attribute or last", several=nn.log_softmax_over_axes))
 defmasked("softmax_cross_entropy", Masked("masked_softmax_cross_entropy", axes="all but last"))
 # Predictions without dims may be compared with targets that have lengths.
 defmasked("mean_squared_error", Masked(masked_mean_squared_error, axes="all", inputs=(0, 1)))

@@ -7,8 +7,8 @@ from math import erf
 import numpy as np
 
 from graphview import attributes, dtypes, runstate
-from graphview.dims import Dim, DimError, batch_dim, product as dim_product
-from graphview.errors import OpArgumentError, ShapeError
+from graphview.dims import DimError, batch_dim, product as dim_product
+from graphview.errors import OpArgumentError
 from graphview.layouts import ops as layout_ops, table
 from graphview.registry import defop, public
 from graphview.shapes import normalize_axes
@@ -113,43 +113,31 @@ _log_softmax = defop("log_softmax", shape=_softmax_shape, kernel=_softmax_kernel
 def softmax(x, axis=-1, *, name=None):
     """exp(x) / sum(exp(x)) along axis: an int, a gv.Dim, or a tuple of them (as jax.nn.softmax); over
     dims with lengths, the padding of each is ignored and gets 0."""
-    return over_axes(_softmax, x, axis, name)
+    return _softmax(x, name=name, axis=axis)
 
 
 @public("nn")
 def log_softmax(x, axis=-1, *, name=None):
     """x - logsumexp(x) along axis: an int, a gv.Dim, or a tuple of them; 0 at the padding of dims with
     lengths."""
-    return over_axes(_log_softmax, x, axis, name)
+    return _log_softmax(x, name=name, axis=axis)
 
 
-def over_axes(op, x, axis, name):
-    """``op`` (softmax or log_softmax) over one axis, or over several (ADR 0021).
+def softmax_over_axes(x, axes, name=None):
+    """softmax's masked form over several axes (``axes``, sorted) of which some dims have lengths."""
+    return _masked_over_axes(_softmax, x, axes, name)
 
-    Over several axes of which some dim has lengths (masking on), the axes are moved last, merged into
-    one dim (packed when a dim with lengths is not the outer one, so the merged dim has the product of
-    the lengths) whose masked softmax is taken, and split and moved back: padding anywhere in the
-    group is ignored, and gets 0. Otherwise the op takes the tuple of axes itself.
-    """
-    if not isinstance(axis, (tuple, list)):
-        return op(x, name=name, axis=axis)
-    resolved = tuple(table.axis_of(x, a, op.__name__) if isinstance(a, Dim) else a for a in axis)
-    try:
-        _AXES["axis"].parse(resolved)
-        axes = normalize_axes(resolved, len(x.shape))
-    except (attributes.Invalid, ShapeError):
-        return op(x, name=name, axis=resolved)   # its attribute check names what is wrong
-    if len(axes) == 1:
-        return op(x, name=name, axis=axes[0])
-    dims = table.dims_of(x)
-    lengths, _ = layout_ops.lengths_inputs(x.graph, [dims[a] for a in axes])
-    if not lengths or not table.masking_enabled():
-        with table.unmasked():   # the masking hook takes one axis; none of these has lengths
-            return op(x, name=name, axis=axes)
-    return _masked_over_axes(op, x, axes, name)
+
+def log_softmax_over_axes(x, axes, name=None):
+    """log_softmax's masked form over several axes of which some dims have lengths."""
+    return _masked_over_axes(_log_softmax, x, axes, name)
 
 
 def _masked_over_axes(op, x, axes, name):
+    """``op`` over several axes, some of whose dims have lengths (ADR 0021): the axes are moved last,
+    merged into one dim (packed when a dim with lengths is not the outer one, so that the merged dim
+    has the product of the lengths) whose masked softmax is taken, then split and moved back. Padding
+    anywhere in the group is ignored, and gets 0."""
     rank, dims = len(x.shape), list(table.dims_of(x))
     what = f"{op.__name__} over axes {axes} of {x.name!r}"
     kept = [a for a in range(rank) if a not in axes]

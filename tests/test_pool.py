@@ -320,3 +320,14 @@ def test_spatial_dims_are_derived():
     assert gv.dims_of(g.nn.global_avg_pool(seq)) == (gv.batch_dim, channels)
     padded = gv.dims_of(g.shape.pad(seq, ((0, 0), (0, 0), (1, 1))))
     assert padded[:2] == (gv.batch_dim, channels) and padded[2].size == 14
+
+
+def test_max_pool_nan_propagates_as_torch():
+    x = _rng(13).normal(size=(1, 2, 4, 6))
+    x[0, 0, 1, 1] = x[0, 0, 0, 1] = np.nan       # two NaNs in one window: the gradient goes to the last one
+    x[0, 1, 3, 5] = np.nan
+    weights = _rng(14).normal(size=(1, 2, 2, 3))
+    got = _run(lambda g, v: g.nn.max_pool2d(v, 2), x)
+    np.testing.assert_array_equal(got, F.max_pool2d(torch.tensor(x), 2).numpy())
+    expected = _torch_gradients(lambda t: F.max_pool2d(t, 2), x, weights)
+    np.testing.assert_array_equal(_graph_gradients(lambda g, v: g.nn.max_pool2d(v, 2), x, weights), expected)

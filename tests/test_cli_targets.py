@@ -32,7 +32,7 @@ def one_line_error(status, out, err):
 # --- item 3: a file target is imported under its real module name --------------------------------
 
 def readme_defop_example():
-    """The README's gv.defop example (softplus, with @njit(cache=True)), as the user would save it."""
+    """The README's gv.defop example (my_softplus, with @njit(cache=True)), as the user would save it."""
     section = README.read_text().split("## Adding an op with `gv.defop`", 1)[1]
     block = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
     assert "@njit(cache=True)" in block
@@ -41,7 +41,7 @@ def readme_defop_example():
         def build():
             g = gv.Graph("softplus")
             w = g.var("w", np.linspace(-2.0, 2.0, 5))
-            g.set_loss(g.math.sum(softplus(w), name="loss"))
+            g.set_loss(g.math.sum(my_softplus(w), name="loss"))
             return g, {}
     ''')
 
@@ -54,7 +54,7 @@ def test_a_file_target_with_numba_cached_kernels_runs_twice_and_imports_as_pytho
         status, out, err = graphview("gradcheck", "sp.py:build", "--quiet", cwd=tmp_path, env=env)
         assert (status, err) == (0, ""), f"{run} run: {err}"
         assert out.splitlines()[-1].startswith("PASSED: gradient check of sp.py:build")
-    assert list((tmp_path / "__pycache__").glob("sp.softplus_kernel-*.nbi")), "Numba cached the kernel by file"
+    assert list((tmp_path / "__pycache__").glob("sp.my_softplus_kernel-*.nbi")), "Numba cached the kernel by file"
     script = os.path.join(os.path.dirname(sys.executable), "graphview")
     if os.path.exists(script):  # the console script is the same command
         done = subprocess.run([script, "gradcheck", "sp.py:build", "--quiet"], capture_output=True, text=True,

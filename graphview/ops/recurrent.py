@@ -1,0 +1,444 @@
+"""Fused recurrent ops: ``g.nn.lstm`` and ``g.nn.gru`` (PyTorch's gates and weight shapes), ADR 0020.
+
+Each is one op over all time steps whose single output packs what the caller and the backward pass
+need, time-major: ``lstm`` gives (6, T + 1, B, H) with sections h, c, i, f, g, o; ``gru`` gives
+(5, T + 1, B, H) with sections h, r, z, n and W_hn h + b_hn. Rows 0..T-1 are the steps (0 past a
+sequence's length), row T the final states. The public functions return views of it (``outputs``,
+``h_n``, ``c_n``), so nothing is copied and their gradients scatter back into one gradient of the
+packed result. Backpropagation through time is an op of its own (``lstm_backward``, ``gru_backward``),
+and the weight gradients of all steps one more (``*_weight_gradients``): dedicated kernels, not
+differentiable. Their gradient rules are in graphview/gradients/recurrent.py.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphview import attributes, dtypes
+from graphview.errors import ExecutionError, ShapeError
+from graphview.layouts import table
+from graphview.registry import defop, graph_of, public
+from graphview.shapes import format_shape
+from graphview.testing import Sample, transposed
+from graphview.ops.shape import permute
+from graphview.variable import Variable
+from graphview_kernels import recurrent as kernels
+
+LAYOUTS = ("btf", "tbf")
+LSTM_SECTIONS, GRU_SECTIONS = 6, 5
+
+
+@dataclass(frozen=True)
+class Layout(attributes.Attribute):
+    """'btf' (batch, time, features) or 'tbf' (time, batch, features)."""
+
+    def parse(self, value):
+        if not isinstance(value, str) or value not in LAYOUTS:
+            raise attributes.Invalid(f"{value!r} is not a layout: use 'btf' (batch, time, features) or 'tbf'")
+        return value
+
+
+LAYOUT = {"layout": Layout()}
+
+
+# --- shape and dtype rules ------------------------------------------------------------------------
+
+def _known(a, b):
+    return a is None or b is None or a == b
+
+
+def _check(op, gates, x, states, w_ih, w_hh, b_ih, b_hh, lengths, layout):
+    """(batch, steps, hidden) after checking every input's shape against the others."""
+    if len(x) != 3:
+        raise ShapeError(f"x has shape {format_shape(x)}; it must be 3-D ({layout})")
+    steps, batch, features = (x[1], x[0], x[2]) if layout == "btf" else x
+    if len(w_hh) != 2 or None in w_hh:
+        raise ShapeError(f"w_hh has shape {format_shape(w_hh)}; it must be ({gates}*hidden, hidden), known when built")
+    hidden = w_hh[1]
+    if w_hh[0] != gates * hidden:
+        raise ShapeError(f"w_hh has shape {format_shape(w_hh)}; with hidden size {hidden} it must be "
+                         f"({gates * hidden}, {hidden})")
+    if len(w_ih) != 2 or not _known(w_ih[0], gates * hidden) or not _known(w_ih[1], features):
+        raise ShapeError(f"w_ih has shape {format_shape(w_ih)}; with hidden size {hidden} and {features} features it "
+                         f"must be ({gates * hidden}, {features})")
+    for label, bias in (("b_ih", b_ih), ("b_hh", b_hh)):
+        if len(bias) != 1 or not _known(bias[0], gates * hidden):
+            raise ShapeError(f"{label} has shape {format_shape(bias)}; it must be ({gates * hidden},)")
+    for label, state in states:
+        if len(state) != 2 or not _known(state[0], batch) or not _known(state[1], hidden):
+            raise ShapeError(f"{label} has shape {format_shape(state)}; it must be (batch, hidden) = "
+                             f"{format_shape((batch, hidden))}")
+    if len(lengths) > 1:
+        raise ShapeError(f"{op} takes one lengths input, not {len(lengths)}")
+    if lengths and (len(lengths[0]) != 1 or not _known(lengths[0][0], batch)):
+        raise ShapeError(f"lengths has shape {format_shape(lengths[0])}; it must be (batch,) = ({batch},)")
+    return batch, steps, hidden
+
+
+def _packed(sections, batch, steps, hidden):
+    return (sections, None if steps is None else steps + 1, batch, hidden)
+
+
+def _lstm_shape(x, h0, c0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
+    batch, steps, hidden = _check("lstm", 4, x, (("h0", h0), ("c0", c0)), w_ih, w_hh, b_ih, b_hh, lengths, layout)
+    return _packed(LSTM_SECTIONS, batch, steps, hidden)
+
+
+def _gru_shape(x, h0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
+    batch, steps, hidden = _check("gru", 3, x, (("h0", h0),), w_ih, w_hh, b_ih, b_hh, lengths, layout)
+    return _packed(GRU_SECTIONS, batch, steps, hidden)
+
+
+def _lengths_dtype(count):
+    def rule(*kinds, **attrs):
+        if len(kinds) > count and not dtypes.is_integer(kinds[count]):
+            raise dtypes.DTypeError(f"lengths have dtype {kinds[count].name}; they must be int32 or int64")
+        return kinds[0]
+    return rule
+
+
+# --- kernels ----------------------------------------------------------------------------------------
+
+def time_major(x, layout):
+    """x as a C-contiguous (T, B, F) array."""
+    return np.ascontiguousarray(x.transpose(1, 0, 2) if layout == "btf" else x)
+
+
+def checked_lengths(op, lengths, batch, steps):
+    """The lengths as int64 (all ``steps`` when none were given), refused before any kernel reads them."""
+    if not lengths:
+        return np.full(batch, steps, np.int64)
+    found = np.ascontiguousarray(lengths[0], dtype=np.int64)
+    if found.shape != (batch,):
+        raise ExecutionError(f"{op}: lengths have shape {format_shape(found.shape)} for a batch of {batch}")
+    bad = kernels.first_bad_length(found, steps)
+    if bad >= 0:
+        raise ExecutionError(f"{op}: length {int(found[bad])} of sequence {bad} is outside [0, {steps}] "
+                             f"(the time axis has {steps} steps)")
+    return found
+
+
+def _c(array):
+    return np.ascontiguousarray(array)
+
+
+def _lstm_kernel(x, h0, c0, w_ih, w_hh, b_ih, b_hh, *rest, layout="btf"):
+    *lengths, out = rest
+    x = time_major(x, layout)
+    lengths = checked_lengths("lstm", lengths, x.shape[1], x.shape[0])
+    kernels.lstm_forward(x, _c(h0), _c(c0), _c(w_ih.T), _c(w_hh.T), _c(b_ih + b_hh), lengths, out)
+
+
+def _gru_kernel(x, h0, w_ih, w_hh, b_ih, b_hh, *rest, layout="btf"):
+    *lengths, out = rest
+    x = time_major(x, layout)
+    lengths = checked_lengths("gru", lengths, x.shape[1], x.shape[0])
+    kernels.gru_forward(x, _c(h0), _c(w_ih.T), _c(w_hh.T), _c(b_ih), _c(b_hh), lengths, out)
+
+
+# --- NumPy references (float64, step by step) -------------------------------------------------------
+
+def _sigmoid(a):
+    return 1.0 / (1.0 + np.exp(-a))
+
+
+def reference_lengths(x, lengths, layout):
+    steps, batch = time_major(x, layout).shape[:2]
+    return np.full(batch, steps) if not lengths else np.asarray(lengths[0])
+
+
+def _lstm_reference(x, h0, c0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
+    xs = time_major(x, layout).astype(np.float64)
+    valid = reference_lengths(x, lengths, layout)
+    h, c = h0.astype(np.float64), c0.astype(np.float64)
+    out = np.zeros((LSTM_SECTIONS, xs.shape[0] + 1) + h.shape)
+    for t in range(xs.shape[0]):
+        pre = xs[t] @ w_ih.T.astype(np.float64) + b_ih + h @ w_hh.T.astype(np.float64) + b_hh
+        i, f, g, o = np.split(pre, 4, axis=1)
+        i, f, g, o = _sigmoid(i), _sigmoid(f), np.tanh(g), _sigmoid(o)
+        live = (t < valid)[:, None]
+        c = np.where(live, f * c + i * g, c)
+        h = np.where(live, o * np.tanh(c), h)
+        out[:, t] = np.where(live, np.stack([h, c, i, f, g, o]), 0.0)
+    out[0, -1], out[1, -1] = h, c
+    return out.astype(x.dtype)
+
+
+def _gru_reference(x, h0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
+    xs = time_major(x, layout).astype(np.float64)
+    valid = reference_lengths(x, lengths, layout)
+    h = h0.astype(np.float64)
+    out = np.zeros((GRU_SECTIONS, xs.shape[0] + 1) + h.shape)
+    for t in range(xs.shape[0]):
+        xr, xz, xn = np.split(xs[t] @ w_ih.T.astype(np.float64) + b_ih, 3, axis=1)
+        hr, hz, hn = np.split(h @ w_hh.T.astype(np.float64) + b_hh, 3, axis=1)
+        r, z = _sigmoid(xr + hr), _sigmoid(xz + hz)
+        n = np.tanh(xn + r * hn)
+        live = (t < valid)[:, None]
+        h = np.where(live, (1 - z) * n + z * h, h)
+        out[:, t] = np.where(live, np.stack([h, r, z, n, hn]), 0.0)
+    out[0, -1] = h
+    return out.astype(x.dtype)
+
+
+# --- samples ----------------------------------------------------------------------------------------
+
+def recurrent_inputs(gates, batch=3, steps=4, features=2, hidden=3, dtype=np.float64, seed=20, states=1):
+    """x (btf), the states and the weights, PyTorch-sized (uniform in +-1/sqrt(hidden))."""
+    r = np.random.default_rng(seed)
+    scale = 1 / np.sqrt(hidden)
+
+    def uniform(*shape):
+        return r.uniform(-scale * 2, scale * 2, shape).astype(dtype)
+    x = r.normal(size=(batch, steps, features)).astype(dtype)
+    return (x,) + tuple(uniform(batch, hidden) for _ in range(states)) + (
+        uniform(gates * hidden, features), uniform(gates * hidden, hidden), uniform(gates * hidden),
+        uniform(gates * hidden))
+
+
+def _samples(gates, states):
+    def samples():
+        def inputs(**kwargs):
+            return recurrent_inputs(gates, states=states, **kwargs)
+        base = inputs()
+        tbf = (np.ascontiguousarray(base[0].transpose(1, 0, 2)),) + base[1:]
+        lengths_at = 1 + states + 4
+        integer = tuple(range(lengths_at, lengths_at + 1))
+        return [Sample(base, label="float64"),
+                Sample(inputs(dtype=np.float32), label="float32"),
+                Sample(tbf, {"layout": "tbf"}, label="time-major"),
+                Sample(inputs(steps=1), label="one step"),
+                Sample((base[0][:, ::-1],) + base[1:], label="reversed x"),
+                Sample(base[:1 + states] + tuple(transposed(w) if w.ndim == 2 else w for w in base[1 + states:]),
+                       label="transposed weights"),
+                Sample(base + (np.array([4, 0, 1]),), label="lengths 4, 0, 1", constant_inputs=integer),
+                Sample(tbf + (np.array([2, 3, 0], np.int32),), {"layout": "tbf"}, label="time-major int32 lengths",
+                       constant_inputs=integer),
+                Sample(inputs(steps=0), label="no steps"),
+                Sample(inputs(batch=0), label="empty batch", gradcheck=False)]
+    return samples
+
+
+lstm_op = defop("lstm", shape=_lstm_shape, dtype=_lengths_dtype(7), kernel=_lstm_kernel, promote="float",
+                promote_inputs=tuple(range(7)), accepts=dtypes.FLOATS, samples=_samples(4, 2),
+                reference=_lstm_reference, family="recurrent", attrs=LAYOUT,
+                doc="LSTM over all steps, fused: packed (6, T+1, B, H) of h, c, i, f, g, o; row T holds h_n, c_n.")
+gru_op = defop("gru", shape=_gru_shape, dtype=_lengths_dtype(6), kernel=_gru_kernel, promote="float",
+               promote_inputs=tuple(range(6)), accepts=dtypes.FLOATS, samples=_samples(3, 1),
+               reference=_gru_reference, family="recurrent", attrs=LAYOUT,
+               doc="GRU over all steps, fused: packed (5, T+1, B, H) of h, r, z, n, W_hn h + b_hn; row T holds h_n.")
+
+
+# --- public functions -------------------------------------------------------------------------------
+
+def _lengths_of_time_dim(x, layout):
+    """The lengths of x's time dim when the graph knows them and masking is on, else None."""
+    if not isinstance(x, Variable) or not table.masking_enabled():
+        return None
+    time_dim = table.dims_of(x)[1 if layout == "btf" else 0]
+    return table.lengths_of(x.graph, time_dim)
+
+
+def _results(packed, x, layout, states):
+    """The views of the packed result: outputs in ``layout``, then each final state (B, H)."""
+    steps = packed[0, :-1]
+    outputs = permute(steps, (1, 0, 2)) if layout == "btf" else steps
+    finals = tuple(packed[k, -1] for k in range(states))
+    if isinstance(x, Variable):
+        dims = table.dims_of(x)
+        batch_dim, time_dim = (dims[0], dims[1]) if layout == "btf" else (dims[1], dims[0])
+        table.set_dims(outputs, (batch_dim, time_dim, None) if layout == "btf" else (time_dim, batch_dim, None))
+        for final in finals:
+            table.set_dims(final, (batch_dim, None))
+    return (outputs,) + finals
+
+
+def _run(op, x, inputs, lengths, layout, name, states):
+    graph_of((x,) + inputs, op.definition.name)
+    if lengths is None:
+        lengths = _lengths_of_time_dim(x, layout)
+    extra = () if lengths is None else (lengths,)
+    packed = op(x, *inputs, *extra, name=name, layout=layout)
+    return _results(packed, x, layout, states)
+
+
+@public("nn")
+def lstm(x, h0, c0, w_ih, w_hh, b_ih, b_hh, lengths=None, layout="btf", *, name=None):
+    """LSTM over all time steps as one fused op (PyTorch's gates i, f, g, o and weight shapes):
+    ``(outputs, h_n, c_n)``, outputs in ``layout`` ('btf' or 'tbf'), h_n and c_n (batch, hidden).
+    With ``lengths`` (given, or those of x's time dim) each sequence stops at its length: outputs past
+    it are 0 and h_n, c_n are its last valid step's states (h0, c0 for a length of 0)."""
+    return _run(lstm_op, x, (h0, c0, w_ih, w_hh, b_ih, b_hh), lengths, layout, name, 2)
+
+
+@public("nn")
+def gru(x, h0, w_ih, w_hh, b_ih, b_hh, lengths=None, layout="btf", *, name=None):
+    """GRU over all time steps as one fused op (PyTorch's gates r, z, n with n = tanh(W_in x + b_in +
+    r * (W_hn h + b_hn)), and its weight shapes): ``(outputs, h_n)``; lengths as for lstm."""
+    return _run(gru_op, x, (h0, w_ih, w_hh, b_ih, b_hh), lengths, layout, name, 1)
+
+
+# --- backpropagation through time: dedicated kernels, not differentiable ---------------------------
+
+_NOT_DIFFERENTIABLE = ("Not differentiable: a dedicated backward kernel, so second derivatives of lstm and gru "
+                       "are not available.")
+
+
+def _gates_shape(sections, grad, packed, w_hh):
+    if len(packed) != 4 or packed[0] != sections or tuple(grad) != tuple(packed):
+        raise ShapeError(f"grad {format_shape(grad)} and packed {format_shape(packed)} must both be "
+                         f"({sections}, steps + 1, batch, hidden)")
+    return (packed[1], packed[2], 4 * packed[3] if packed[3] is not None else None)
+
+
+def _lstm_backward_shape(grad, packed, h0, c0, w_hh, *lengths):
+    return _gates_shape(LSTM_SECTIONS, grad, packed, w_hh)
+
+
+def _gru_backward_shape(grad, packed, h0, w_hh, *lengths):
+    return _gates_shape(GRU_SECTIONS, grad, packed, w_hh)
+
+
+def _lstm_backward_kernel(grad, packed, h0, c0, w_hh, *rest):
+    *lengths, out = rest
+    lengths = checked_lengths("lstm_backward", lengths, packed.shape[2], packed.shape[1] - 1)
+    kernels.lstm_backward(_c(grad), _c(packed), _c(h0), _c(c0), _c(w_hh), lengths, out)
+
+
+def _gru_backward_kernel(grad, packed, h0, w_hh, *rest):
+    *lengths, out = rest
+    lengths = checked_lengths("gru_backward", lengths, packed.shape[2], packed.shape[1] - 1)
+    kernels.gru_backward(_c(grad), _c(packed), _c(h0), _c(w_hh), lengths, out)
+
+
+def _valid(packed, lengths):
+    return np.full(packed.shape[2], packed.shape[1] - 1) if not lengths else np.asarray(lengths[0])
+
+
+def _lstm_backward_reference(grad, packed, h0, c0, w_hh, *lengths):
+    g, p, valid = grad.astype(np.float64), packed.astype(np.float64), _valid(packed, lengths)
+    steps, hidden = p.shape[1] - 1, p.shape[3]
+    dh, dc = g[0, -1].copy(), g[1, -1].copy()
+    out = np.zeros((steps + 1, p.shape[2], 4 * hidden))
+    for t in reversed(range(steps)):
+        _, cell, i, f, gate, o = p[:, t]
+        previous = c0 if t == 0 else p[1, t - 1]
+        squashed = np.tanh(cell)
+        dh_t = dh + g[0, t]
+        dc_t = dc + g[1, t] + dh_t * o * (1 - squashed ** 2)
+        live = (t < valid)[:, None]
+        out[t] = np.where(live, np.concatenate([
+            (dc_t * gate + g[2, t]) * i * (1 - i), (dc_t * previous + g[3, t]) * f * (1 - f),
+            (dc_t * i + g[4, t]) * (1 - gate ** 2), (dh_t * squashed + g[5, t]) * o * (1 - o)], axis=1), 0.0)
+        dc = np.where(live, dc_t * f, dc)
+        dh = np.where(live, out[t] @ w_hh.astype(np.float64), dh)
+    out[-1, :, :hidden], out[-1, :, hidden:2 * hidden] = dh, dc
+    return out.astype(grad.dtype)
+
+
+def _gru_backward_reference(grad, packed, h0, w_hh, *lengths):
+    g, p, valid = grad.astype(np.float64), packed.astype(np.float64), _valid(packed, lengths)
+    steps, hidden = p.shape[1] - 1, p.shape[3]
+    dh = g[0, -1].copy()
+    out = np.zeros((steps + 1, p.shape[2], 4 * hidden))
+    for t in reversed(range(steps)):
+        _, r, z, n, hn = p[:, t]
+        previous = h0 if t == 0 else p[0, t - 1]
+        dh_t = dh + g[0, t]
+        dn = (dh_t * (1 - z) + g[3, t]) * (1 - n ** 2)
+        dz = (dh_t * (previous - n) + g[2, t]) * z * (1 - z)
+        dr = (dn * hn + g[1, t]) * r * (1 - r)
+        dhn = dn * r + g[4, t]
+        live = (t < valid)[:, None]
+        out[t] = np.where(live, np.concatenate([dr, dz, dn, dhn], axis=1), 0.0)
+        back = np.concatenate([dr, dz, dhn], axis=1) @ w_hh.astype(np.float64)
+        dh = np.where(live, dh_t * z + back, dh)
+    out[-1, :, :hidden] = dh
+    return out.astype(grad.dtype)
+
+
+def _weight_gradients_shape(sections, gates_count, biases):
+    """(gates_count * H, F + H + biases): dW_ih, dW_hh and the bias gradients side by side."""
+    def rule(gates, x, h0, packed, layout="btf"):
+        if len(x) != 3 or len(gates) != 3 or len(packed) != 4 or packed[0] != sections:
+            raise ShapeError(f"gates {format_shape(gates)}, x {format_shape(x)} and packed {format_shape(packed)} "
+                             "do not come from one recurrent op")
+        hidden, features = packed[3], x[2]
+        size = None if hidden is None else gates_count * hidden
+        return (size, None if features is None or hidden is None else features + hidden + biases)
+    return rule
+
+
+def _weight_gradients_kernel(kernel):
+    def launch(gates, x, h0, packed, out, layout="btf"):
+        kernel(_c(gates), time_major(x, layout), _c(h0), _c(packed[0]), out)
+    return launch
+
+
+def _weight_gradients_reference(gru):
+    def reference(gates, x, h0, packed, layout="btf"):
+        xs = time_major(x, layout).astype(np.float64)
+        steps, batch, features = xs.shape
+        hidden = packed.shape[3]
+        flat = gates[:steps].astype(np.float64).reshape(steps * batch, 4 * hidden)
+        previous = np.concatenate([h0[None], packed[0, :max(steps - 1, 0)]])[:steps].reshape(-1, hidden)
+        input_side = flat[:, :3 * hidden] if gru else flat
+        hidden_side = np.concatenate([flat[:, :2 * hidden], flat[:, 3 * hidden:]], axis=1) if gru else flat
+        columns = [input_side.T @ xs.reshape(-1, features), hidden_side.T @ previous, input_side.sum(0)[:, None]]
+        if gru:
+            columns.append(hidden_side.sum(0)[:, None])
+        return np.concatenate(columns, axis=1).astype(gates.dtype)
+    return reference
+
+
+def _backward_samples(forward, gru):
+    def samples():
+        result = []
+        for sample in forward.definition.samples():
+            if sample.label in ("reversed x", "transposed weights"):
+                continue
+            packed = forward.definition.reference(*sample.inputs, **sample.attrs)
+            grad = np.random.default_rng(21).normal(size=packed.shape).astype(packed.dtype)
+            x, h0 = sample.inputs[0], sample.inputs[1]
+            w_hh = sample.inputs[3 if gru else 4]
+            extra = sample.inputs[6 if gru else 7:]
+            states = (h0,) if gru else (h0, sample.inputs[2])
+            gates = (_gru_backward_reference if gru else _lstm_backward_reference)(grad, packed, *states, w_hh, *extra)
+            result.append((sample.label, (grad, packed) + states + (w_hh,) + extra, (gates, x, h0, packed),
+                           sample.attrs))
+        return result
+    return samples
+
+
+def _backward_op_samples(source):
+    return lambda: [Sample(inputs, label=label) for label, inputs, _, _ in source()]
+
+
+def _weight_op_samples(source):
+    return lambda: [Sample(inputs, attrs, label=label) for label, _, inputs, attrs in source()]
+
+
+_LSTM_SOURCE = _backward_samples(lstm_op, False)
+_GRU_SOURCE = _backward_samples(gru_op, True)
+
+lstm_backward = defop("lstm_backward", shape=_lstm_backward_shape, dtype=_lengths_dtype(5), kernel=_lstm_backward_kernel,
+                      differentiable=False, promote="float", promote_inputs=tuple(range(5)), accepts=dtypes.FLOATS,
+                      samples=_backward_op_samples(_LSTM_SOURCE), reference=_lstm_backward_reference,
+                      family="recurrent", doc="lstm's backpropagation through time: the gate pre-activation "
+                      "gradients of every step (T+1, B, 4H), dh0 and dc0 in row T. " + _NOT_DIFFERENTIABLE)
+gru_backward = defop("gru_backward", shape=_gru_backward_shape, dtype=_lengths_dtype(4), kernel=_gru_backward_kernel,
+                     differentiable=False, promote="float", promote_inputs=tuple(range(4)), accepts=dtypes.FLOATS,
+                     samples=_backward_op_samples(_GRU_SOURCE), reference=_gru_backward_reference,
+                     family="recurrent", doc="gru's backpropagation through time: the r, z, n and W_hn h + b_hn "
+                     "gradients of every step (T+1, B, 4H), dh0 in row T. " + _NOT_DIFFERENTIABLE)
+lstm_weight_gradients = defop(
+    "lstm_weight_gradients", shape=_weight_gradients_shape(LSTM_SECTIONS, 4, 1),
+    kernel=_weight_gradients_kernel(kernels.lstm_weight_gradients), differentiable=False, promote="float",
+    accepts=dtypes.FLOATS, samples=_weight_op_samples(_LSTM_SOURCE), reference=_weight_gradients_reference(False),
+    family="recurrent", attrs=LAYOUT,
+    doc="lstm's weight gradients over all steps, (4H, F+H+1): dW_ih | dW_hh | db. " + _NOT_DIFFERENTIABLE)
+gru_weight_gradients = defop(
+    "gru_weight_gradients", shape=_weight_gradients_shape(GRU_SECTIONS, 3, 2),
+    kernel=_weight_gradients_kernel(kernels.gru_weight_gradients), differentiable=False, promote="float",
+    accepts=dtypes.FLOATS, samples=_weight_op_samples(_GRU_SOURCE), reference=_weight_gradients_reference(True),
+    family="recurrent", attrs=LAYOUT,
+    doc="gru's weight gradients over all steps, (3H, F+H+2): dW_ih | dW_hh | db_ih | db_hh. " + _NOT_DIFFERENTIABLE)

@@ -261,3 +261,64 @@ def test_the_softmax_op_itself_is_masked_over_several_axes():
     through = g.nn.softmax(x, axis=(query, key))
     values = g.output(feeds, [direct, through])
     np.testing.assert_array_equal(values[direct.name], values[through.name])
+
+
+# --- multi-head attention ---------------------------------------------------------------------
+
+def _torch_heads(dtype, model_dim=8, heads=2):
+    torch.manual_seed(0)
+    module = torch.nn.MultiheadAttention(model_dim, heads, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        module.in_proj_bias.copy_(torch.from_numpy(R.normal(size=3 * model_dim)))
+        module.out_proj.bias.copy_(torch.from_numpy(R.normal(size=model_dim)))
+    w_q, w_k, w_v = module.in_proj_weight.detach().numpy().reshape(3, model_dim, model_dim)
+    b_q, b_k, b_v = module.in_proj_bias.detach().numpy().reshape(3, model_dim)
+    weights = [w_q, w_k, w_v, module.out_proj.weight.detach().numpy(), b_q, b_k, b_v,
+               module.out_proj.bias.detach().numpy()]
+    return module, [w.astype(dtype) for w in weights]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("causal", [False, True])
+def test_multi_head_attention_matches_torch_with_key_lengths(dtype, causal):
+    module, weights = _torch_heads(dtype)
+    g = gv.Graph()
+    query, key, model = gv.Dim("query"), gv.Dim("key"), gv.Dim("model", 8)
+    q = g.placeholder("q", dims=(gv.batch_dim, query, model), dtype=dtype)
+    k = g.placeholder("k", dims=(gv.batch_dim, key, model), lengths={key: "key_len"}, dtype=dtype)
+    names = ["w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o"]
+    out = g.nn.multi_head_attention(q, k, k, 2, *(g.var(n, w) for n, w in zip(names, weights)), causal=causal)
+    assert gv.dims_of(out)[:2] == (gv.batch_dim, query) and "masked_softmax" in [n.op for n in g.nodes()]
+    qa, ka = R.normal(size=(3, 4, 8)).astype(dtype), R.normal(size=(3, 6, 8)).astype(dtype)
+    key_len = np.array([6, 3, 1])
+    padded = ka.copy()
+    for b, n in enumerate(key_len):
+        padded[b, n:] = np.nan
+    got = g.output({"q": qa, "k": padded, "key_len": key_len}, [out])[out.name]
+    padding = torch.from_numpy(np.arange(6)[None, :] >= key_len[:, None])
+    blocked = torch.from_numpy(~np.tril(np.ones((4, 6), bool))) if causal else None
+    expected, _ = module(*(torch.from_numpy(a.astype(np.float64)) for a in (qa, ka, ka)), key_padding_mask=padding,
+                         attn_mask=blocked)
+    tolerance = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(got, expected.detach().numpy(), rtol=tolerance, atol=tolerance)
+
+
+def test_multi_head_attention_gradients_match_finite_differences():
+    _, weights = _torch_heads(np.float64, model_dim=4, heads=2)
+    g = gv.Graph()
+    q, k = g.var("q", R.normal(size=(2, 3, 4))), g.var("k", R.normal(size=(2, 5, 4)))
+    names = ["w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o"]
+    out = g.nn.multi_head_attention(q, k, k, 2, *(g.var(n, w) for n, w in zip(names, weights)),
+                                    mask=g.constant("mask", R.random((3, 5)) < 0.8))
+    g.set_loss(g.math.sum(out * g.constant("weights", R.normal(size=(2, 3, 4)))))
+    assert gv.check_gradients(g, {}).passed
+
+
+def test_multi_head_attention_refuses_heads_that_do_not_divide():
+    g = gv.Graph()
+    x = g.placeholder("x", (2, 3, 6))
+    w = g.var("w", np.zeros((6, 6)))
+    with pytest.raises(gv.ShapeError, match="query projects to 6 features, which 4 heads do not divide"):
+        g.nn.multi_head_attention(x, x, x, 4, w, w, w, w)
+    with pytest.raises(gv.ShapeError, match="num_heads must be an int >= 1, not 0"):
+        g.nn.multi_head_attention(x, x, x, 0, w, w, w, w)

@@ -3,8 +3,9 @@
 It is a composition, not an op of its own, so its gradient (and the second one) comes from the rules of
 the ops it is built from, and a key dim with lengths masks it through the masked softmax: the scores
 ``q @ k^T`` carry the query dim and the key dim (matmul's dims rule), and a softmax over a key dim with
-lengths is built as ``masked_softmax``. The one op declared here is the causal mask. Heads
-(``multi_head_attention``) belong to the layers (issue 17).
+lengths is built as ``masked_softmax``. The one op declared here is the causal mask.
+``g.nn.multi_head_attention`` is the functional form (weights given, as PyTorch's
+``F.multi_head_attention_forward``); a layer that owns its weights belongs to the layers (issue 17).
 """
 import math
 
@@ -14,7 +15,8 @@ from graphview import dtypes
 from graphview.dims import batch_dim
 from graphview.errors import DTypeError, ShapeError
 from graphview.layouts import table
-from graphview.ops.linalg import matmul
+from graphview.layouts.ops import merge_axes_copy, split_axis
+from graphview.ops.linalg import matmul, transpose
 from graphview.ops.masked import mask_of
 from graphview.ops.math import add, mul, ne, where
 from graphview.ops.nn import softmax
@@ -110,3 +112,43 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None, *
         attends = ne(reduce_max(scores, axis=-1, keepdims=True), -np.inf)
         weights = where(attends, softmax(where(attends, scores, 0.0), axis=-1), 0.0)
     return matmul(weights, _padding_zeroed(v), name=name)
+
+
+def _projected(x, weight, bias, heads, what):
+    """x @ weight^T (+ bias) split into heads: (..., L, D) -> (..., heads, L, D / heads), dims kept."""
+    projected = matmul(x, transpose(weight))
+    if bias is not None:
+        projected = add(projected, bias)
+    size = projected.shape[-1]
+    if size is not None and size % heads:
+        raise ShapeError(f"multi_head_attention: {what} projects to {size} features, which {heads} heads do not "
+                         f"divide")
+    dims = table.dims_of(x)
+    rank = len(projected.shape)
+    split = split_axis(projected, axis=rank - 1, sizes=(heads, -1))
+    table.set_dims(split, tuple(dims[:-1]) + (None, None))
+    return permute(split, tuple(range(rank - 2)) + (rank - 1, rank - 2, rank))
+
+
+@public("nn")
+def multi_head_attention(query, key, value, num_heads, w_q, w_k, w_v, w_o, b_q=None, b_k=None, b_v=None, b_o=None,
+                         mask=None, causal=False, *, name=None):
+    """PyTorch's multi-head attention (``nn.MultiheadAttention(batch_first=True)``) with its weights given:
+    query (..., Lq, D), key (..., Lk, Dk), value (..., Lk, Dv); ``w_q``, ``w_k``, ``w_v`` (D, D / Dk / Dv)
+    and ``w_o`` (D, D) as ``nn.Linear`` weights (out, in), biases (D,). Each head is
+    :func:`scaled_dot_product_attention` over D / num_heads features; ``mask`` (bool: True attends, or
+    float) broadcasts to (..., num_heads, Lq, Lk); a key dim with lengths masks every head."""
+    if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)) or num_heads < 1:
+        raise ShapeError(f"multi_head_attention: num_heads must be an int >= 1, not {num_heads!r}")
+    heads = int(num_heads)
+    q = _projected(query, w_q, b_q, heads, "query")
+    k = _projected(key, w_k, b_k, heads, "key")
+    v = _projected(value, w_v, b_v, heads, "value")
+    attended = scaled_dot_product_attention(q, k, v, mask=mask, causal=causal)
+    rank = len(attended.shape)
+    together = permute(attended, tuple(range(rank - 3)) + (rank - 2, rank - 3, rank - 1))
+    merged = merge_axes_copy(together, start=rank - 2, stop=rank)
+    table.set_dims(merged, tuple(table.dims_of(query)[:-1]) + (None,))
+    if b_o is None:
+        return matmul(merged, transpose(w_o), name=name)
+    return add(matmul(merged, transpose(w_o)), b_o, name=name)

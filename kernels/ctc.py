@@ -43,6 +43,16 @@ def first_bad_entry(labels, input_lengths, label_lengths, frames, classes, blank
 
 
 @register_jitable
+def log_add(a, b):
+    """log(exp(a) + exp(b)) without overflow; -inf when both are -inf (not NaN)."""
+    if a < b:
+        a, b = b, a
+    if b == -np.inf:
+        return a
+    return a + math.log1p(math.exp(b - a))
+
+
+@register_jitable
 def log_add3(a, b, c):
     """log(exp(a) + exp(b) + exp(c)) without overflow; -inf when all three are -inf (not NaN)."""
     top = max(a, max(b, c))
@@ -76,14 +86,16 @@ def forward(log_probs, n, frames, states, extended, skip, alpha):
             if s < lo or s >= hi:
                 alpha[t, s] = -np.inf
                 continue
-            a = alpha[t - 1, s]
-            b = alpha[t - 1, s - 1] if s >= 1 else -np.inf
-            c = alpha[t - 1, s - 2] if skip[s] else -np.inf
-            total = log_add3(a, b, c)
+            if skip[s]:
+                total = log_add3(alpha[t - 1, s], alpha[t - 1, s - 1], alpha[t - 1, s - 2])
+            elif s >= 1:
+                total = log_add(alpha[t - 1, s], alpha[t - 1, s - 1])
+            else:
+                total = alpha[t - 1, s]
             alpha[t, s] = total + log_probs[t, n, extended[s]] if total != -np.inf else -np.inf
     end = alpha[frames - 1, states - 1]
     if states > 1:
-        end = log_add3(end, alpha[frames - 1, states - 2], -np.inf)
+        end = log_add(end, alpha[frames - 1, states - 2])
     return -end
 
 
@@ -106,9 +118,12 @@ def backward(log_probs, n, frames, states, extended, skip, alpha, loss, weight, 
                 if s < lo or s >= hi:
                     beta[s] = -np.inf
                     continue
-                b = following[s + 1] if s + 1 < states else -np.inf
-                c = following[s + 2] if s + 2 < states and skip[s + 2] else -np.inf
-                beta[s] = log_add3(following[s], b, c)
+                if s + 2 < states and skip[s + 2]:
+                    beta[s] = log_add3(following[s], following[s + 1], following[s + 2])
+                elif s + 1 < states:
+                    beta[s] = log_add(following[s], following[s + 1])
+                else:
+                    beta[s] = following[s]
         for c in range(classes):
             totals[c] = 0.0
         for s in range(lo, hi):

@@ -148,6 +148,18 @@ def test_a_large_batch_runs_on_threads_and_still_matches_pytorch():
     np.testing.assert_allclose(grad, expected_grad, rtol=1e-8, atol=1e-12)
 
 
+def test_log_space_keeps_losses_whose_probability_underflows_finite():
+    # p(labels) about exp(-3000): far below the smallest float64, yet the loss and its gradient are exact.
+    logits = R.normal(size=(400, 2, 6)) * 8
+    labels, lengths = np.array([[1, 2, 3, 4, 5], [5, 5, 5, 1, 1]]), (np.array([400, 300]), np.array([5, 5]))
+    weights = _weights("none", 2)
+    expected, expected_grad = _torch(logits, "none", False, weights, labels, *lengths, through_log_softmax=True)
+    value, grad = _graphview(logits, "none", False, weights, labels, *lengths, through_log_softmax=True)
+    assert (expected > 1000).all()
+    np.testing.assert_allclose(value, expected, rtol=1e-11)
+    np.testing.assert_allclose(grad, expected_grad, rtol=1e-8, atol=1e-12)
+
+
 # --- errors --------------------------------------------------------------------------------------
 
 def _run(labels=LABELS, input_lengths=INPUT_LENGTHS, label_lengths=LABEL_LENGTHS, blank=0, frames=7, classes=5):

@@ -160,6 +160,18 @@ def test_log_space_keeps_losses_whose_probability_underflows_finite():
     np.testing.assert_allclose(grad, expected_grad, rtol=1e-8, atol=1e-12)
 
 
+def test_frames_past_each_input_length_are_never_read_and_get_a_zero_gradient():
+    log_probs = _log_softmax(R.normal(size=(5, 2, 4)))
+    padded = log_probs.copy()
+    padded[3:, 1] = np.nan                        # sequence 1 has 3 frames: the rest is padding
+    lengths = ([5, 3], [2, 1])                     # Python lists are taken as int64 arrays
+    labels = np.array([[1, 2], [3, 0]])
+    weights = _weights("sum", 2)
+    value, grad = _graphview(padded, "sum", False, weights, labels, *lengths)
+    expected, _ = _graphview(log_probs, "sum", False, weights, labels, *lengths)
+    assert value == expected and np.isfinite(grad).all() and (grad[3:, 1] == 0).all()
+
+
 # --- errors --------------------------------------------------------------------------------------
 
 def _run(labels=LABELS, input_lengths=INPUT_LENGTHS, label_lengths=LABEL_LENGTHS, blank=0, frames=7, classes=5):

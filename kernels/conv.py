@@ -18,7 +18,7 @@ from numba import njit
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 
-COLUMNS = 2048     # about this many columns of col per chunk of the batch
+COLUMNS = 1024     # about this many columns of col per chunk of the batch
 
 
 @njit(**JIT)
@@ -202,3 +202,19 @@ def conv_backward_weight(x, gy, sh, sw, ph, pw, dh, dw, groups, out):
             _gather(gy3, n0, m, g * og, og, buffer)
             part = np.dot(buffer, col.T)
             out2[g * og:(g + 1) * og] += part
+
+
+@njit(**JIT)
+def channel_sums(y3, out):
+    """out[c] = the sum of y3[:, c, :] (y3 C-contiguous (outer, channels, inner)), accumulated in float64."""
+    channels = y3.shape[1]
+    totals = np.zeros(channels)
+    for n in range(y3.shape[0]):
+        for c in range(channels):
+            row = y3[n, c]
+            total = 0.0
+            for p in range(row.shape[0]):
+                total += row[p]
+            totals[c] += total
+    for c in range(channels):
+        out[c] = totals[c]

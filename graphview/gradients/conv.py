@@ -7,9 +7,8 @@ two again, so every derivative of every order is a graph of these three ops. con
 2-D ops with a size-1 height axis (expand_dims, squeeze).
 """
 from graphview.errors import ShapeError
-from graphview.ops.conv import conv2d_op, conv2d_weight_grad, conv1d_op, conv_transpose2d_op
-from graphview.ops.reduce import sum as reduce_sum
-from graphview.ops.shape import expand_dims, squeeze
+from graphview.ops.conv import conv2d_op, conv2d_weight_grad, conv1d_op, conv_bias_grad, conv_transpose2d_op
+from graphview.ops.shape import broadcast_like, expand_dims, reshape, squeeze
 from graphview.ops.spatial import layout_of
 from graphview.registry import defvjp
 
@@ -33,13 +32,14 @@ def _output_padding(op, x, y, kernel, stride, padding, dilation, layout):
 
 
 def _bias(g, bias, layout):
-    if not bias:
-        return ()
-    where = layout_of("conv", layout, len(layout) - 2)
-    if where.channels_last:   # one sum over the leading axes, which merge into one
-        return (reduce_sum(g, tuple(range(len(layout) - 1))),)
-    # Channels first: the spatial axes (trailing, contiguous) first, then the batch: two fast reductions.
-    return (reduce_sum(reduce_sum(g, where.spatial), where.batch),)
+    return (conv_bias_grad(g, layout=layout),) if bias else ()
+
+
+def _bias_grad(g, out, gy, layout="bchw"):
+    """conv_bias_grad sums gy over all axes but the channels: its gradient is g broadcast back."""
+    where = layout_of("conv_bias_grad", layout, gy.rank - 2)
+    shape = tuple(-1 if i == where.channel else 1 for i in range(gy.rank))
+    return (broadcast_like(reshape(g, shape), gy),)
 
 
 def _conv2d(g, out, x, w, *bias, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1, layout="bchw"):
@@ -84,3 +84,4 @@ defvjp(conv2d_op, _conv2d)
 defvjp(conv_transpose2d_op, _conv_transpose2d)
 defvjp(conv2d_weight_grad, _weight_grad)
 defvjp(conv1d_op, _conv1d)
+defvjp(conv_bias_grad, _bias_grad)

@@ -345,6 +345,15 @@ def _attrs(rank, transpose=False):
     return declared
 
 
+class _AnyLayout(LayoutName):
+    """A layout name of a 1-D or a 2-D spatial op."""
+
+    def parse(self, value):
+        if not isinstance(value, str) or value not in spatial.LAYOUTS[1] + spatial.LAYOUTS[2]:
+            raise attributes.Invalid(f"{value!r} is not one of {', '.join(map(repr, spatial.LAYOUTS[1] + spatial.LAYOUTS[2]))}")
+        return value
+
+
 def _kernel_sizes(in_shapes, attrs):
     return in_shapes[1][2:]
 
@@ -372,6 +381,42 @@ conv2d_weight_grad = defop(
     attrs={**_attrs(2), "kernel_size": Ints(2)},
     doc="conv2d's weight gradient: (out, in/groups, kh, kw) from x and the output gradient gy; im2col + BLAS. "
         "Differentiable (its rule is made of conv2d and conv_transpose2d).")
+
+
+def _bias_grad_shape(gy, layout="bchw"):
+    if len(gy) not in (3, 4):
+        raise ShapeError(f"conv_bias_grad: the output gradient has shape {format_shape(gy)}; it needs 3 or 4 axes")
+    return (gy[layout_of("conv_bias_grad", layout, len(gy) - 2).channel],)
+
+
+def _bias_grad_kernel(gy, out, layout="bchw"):
+    where = layout_of("conv_bias_grad", layout, gy.ndim - 2)
+    data = np.ascontiguousarray(gy)
+    channels = data.shape[where.channel]
+    outer = int(np.prod(data.shape[:where.channel]))
+    inner = int(np.prod(data.shape[where.channel + 1:]))
+    kernels.channel_sums(data.reshape(outer, channels, inner), out)
+
+
+def _bias_grad_samples():
+    r = np.random.default_rng(20)
+    return [Sample((r.normal(size=(3, 4, 2, 5)),), label="bchw"),
+            Sample((r.normal(size=(3, 2, 5, 4)).astype(np.float32),), {"layout": "bhwc"}, label="bhwc float32"),
+            Sample((transposed(r.normal(size=(2, 3, 4))),), {"layout": "bwc"}, label="bwc transposed"),
+            Sample((np.zeros((0, 3, 2)),), {"layout": "bcw"}, label="empty batch")]
+
+
+def _bias_grad_reference(gy, layout="bchw"):
+    where = layout_of("conv_bias_grad", layout, gy.ndim - 2)
+    return gy.sum(axis=tuple(i for i in range(gy.ndim) if i != where.channel), dtype=np.float64).astype(gy.dtype)
+
+
+conv_bias_grad = defop(
+    "conv_bias_grad", shape=_bias_grad_shape, kernel=_bias_grad_kernel, accepts=dtypes.FLOATS,
+    samples=_bias_grad_samples, reference=_bias_grad_reference, family="conv",
+    attrs={"layout": _AnyLayout()},
+    doc="A convolution's bias gradient: gy summed over every axis but the channels (one pass, in float64). "
+        "Differentiable (its gradient is a broadcast).")
 
 
 def _convolve(op, rank, x, w, b, stride, padding, dilation, groups, layout, name, extra=None):

@@ -122,3 +122,13 @@ def test_a_graph_with_packed_merges_saves_and_loads(tmp_path):
     data, padded, lengths = _data(4)
     feed = {"x": padded, "len": lengths}
     np.testing.assert_allclose(loaded.output(feed, [total.name])[total.name], g.output(feed, [total])[total.name])
+
+
+def test_a_sequence_view_flattened_to_bf_keeps_the_lengths():
+    g, x, time, feature = _graph()
+    flat = gv.SequenceView("bcw", x).get("bf")
+    assert flat.op == "pack_axes" and g.math.sum(flat, axis=1).op == "masked_sum"
+    data, padded, lengths = _data(5)
+    total = g.math.sum(flat, axis=1)
+    values = g.output({"x": padded, "len": lengths}, [total])[total.name]
+    np.testing.assert_allclose(values, [data[b, :, :n].sum() for b, n in enumerate(lengths)])

@@ -322,3 +322,22 @@ def test_multi_head_attention_refuses_heads_that_do_not_divide():
         g.nn.multi_head_attention(x, x, x, 4, w, w, w, w)
     with pytest.raises(gv.ShapeError, match="num_heads must be an int >= 1, not 0"):
         g.nn.multi_head_attention(x, x, x, 0, w, w, w, w)
+
+
+def test_second_derivatives_match_finite_differences():
+    g = gv.Graph()
+    q, k, v = (g.var(n, R.normal(size=s)) for n, s in (("q", (1, 3, 2)), ("k", (1, 4, 2)), ("v", (1, 4, 2))))
+    g.set_loss(g.math.sum(g.nn.scaled_dot_product_attention(q, k, v, causal=True) ** 2))
+    first = g.gradient_graph(["q", "k", "v"])
+    first.graph.set_loss(first.graph.math.sum(first.graph.math.sin(first.gradients["q"])))
+    report = gv.check_gradients(first.graph, {}, wrt=["q", "k", "v"])
+    assert report.passed, str(report)
+
+
+def test_softmax_over_several_axes_has_second_derivatives():
+    g = gv.Graph()
+    x = g.var("x", R.normal(size=(2, 3, 4)))
+    g.set_loss(g.math.sum(g.nn.softmax(x, axis=(0, 2)) * g.constant("weights", R.normal(size=(2, 3, 4)))))
+    first = g.gradient_graph(["x"])
+    first.graph.set_loss(first.graph.math.sum(first.graph.math.sin(first.gradients["x"])))
+    assert gv.check_gradients(first.graph, {}, wrt=["x"]).passed

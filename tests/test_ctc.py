@@ -128,7 +128,8 @@ def test_a_blank_other_than_zero_and_int32_labels_match_pytorch():
     labels = np.array([[0, 0, 2], [1, 2, 0], [2, 1, 1]], np.int32)
     lengths = (np.array([6, 5, 6], np.int32), np.array([3, 2, 3], np.int32))
     weights = _weights("mean", 3)
-    expected, torch_grad = _torch(log_probs, "mean", False, weights, labels, *lengths, blank=3, through_log_softmax=True)
+    expected, torch_grad = _torch(log_probs, "mean", False, weights, labels, *lengths, blank=3,
+                                  through_log_softmax=True)
     value, grad = _graphview(log_probs, "mean", False, weights, labels, *lengths, blank=3, through_log_softmax=True)
     np.testing.assert_allclose(value, expected, rtol=1e-12)
     np.testing.assert_allclose(grad, torch_grad, rtol=1e-10, atol=1e-13)

@@ -66,7 +66,7 @@ def _batch_dims(in_dims, in_shapes, attrs, out_shape):
 def checked(op, log_probs, labels, input_lengths, label_lengths, blank):
     """labels, input_lengths and label_lengths as C-contiguous int64, after refusing any entry the
     recursion would read out of bounds or that PyTorch's semantics exclude."""
-    frames, batch, classes = log_probs.shape
+    frames, _, classes = log_probs.shape
     if blank >= classes:
         raise ExecutionError(f"{op}: blank {blank} is not a class of log_probs {format_shape(log_probs.shape)} "
                              f"(valid: 0..{classes - 1})")

@@ -325,15 +325,35 @@ def _packed_merge(x, dims, start, width, merged, new_dims):
     return result
 
 
-def _unpacked_split(current, dims, position, found):
+def _packed_source(graph, dim):
+    """(the tensor a packed ``dim`` was merged from, the merge's first axis), or None: recorded when the
+    merge was built, else (a loaded graph, whose cache was not saved) found from its pack_axes node."""
+    entry = table.dims_table(graph).cache.get(("packed", id(dim.canonical())))
+    if entry is not None:
+        return graph[entry[0]], entry[1]
+    for node in graph.nodes():
+        if node.op == "pack_axes":
+            start = node.attributes["start"]
+            tagged = table.dims_of(graph[node.name])
+            if start < len(tagged) and tagged[start] is not None and tagged[start] == dim:
+                return graph[node.inputs[0]], start
+    return None
+
+
+def _unpacked_split(current, dims, position, found, where):
     """The split of a merged dim built by pack_axes back into its factors (unpack_axis into the padded
     sizes of the tensor it was merged from), or None when ``dims[position]`` was not packed."""
-    source = dims[position]
-    entry = table.dims_table(current.graph).cache.get(("packed", id(source.canonical()))) if source else None
-    if entry is None or found is None or batch_dim not in dims:
+    if found is None or batch_dim not in dims:
         return None
-    like, like_start = current.graph[entry[0]], entry[1]
     lengths, dynamic = layout_ops.lengths_inputs(current.graph, found)
+    if not dynamic or dynamic == (0,):
+        return None   # padding at the end: a plain split
+    packed = _packed_source(current.graph, dims[position])
+    if packed is None:
+        raise PatternError(f"{where}: {dims[position]!r} merges dims with lengths ({', '.join(map(str, found))}) "
+                           f"but was not built by a merge in graph {current.graph.name!r}, so where its padding "
+                           "lies is unknown; merge with gv.rearrange in this graph, or tag the axis with a new dim")
+    like, like_start = packed
     new_dims = dims[:position] + list(found) + dims[position + 1:]
     return step(current, "unpack_axis", new_dims, inputs=[like, *lengths], axis=position, like_start=like_start,
                 count=len(found), batch_axis=dims.index(batch_dim), dynamic=dynamic), found
@@ -343,7 +363,7 @@ def _split(current, dims, position, names, sizes, where):
     names = [n for n in names if n != "1"]
     found = dimmath.factors(dims[position], len(names)) if dims[position] is not None else None
     if found is not None and all(sizes.get(n, -1) in (-1, f.size) for n, f in zip(names, found)):
-        unpacked = _unpacked_split(current, dims, position, found)
+        unpacked = _unpacked_split(current, dims, position, found, where)
         if unpacked is not None:
             return unpacked
     given = [sizes.get(n, -1) for n in names]

@@ -132,3 +132,24 @@ def test_a_sequence_view_flattened_to_bf_keeps_the_lengths():
     total = g.math.sum(flat, axis=1)
     values = g.output({"x": padded, "len": lengths}, [total])[total.name]
     np.testing.assert_allclose(values, [data[b, :, :n].sum() for b, n in enumerate(lengths)])
+
+
+def test_a_loaded_graph_splits_a_packed_merge_back(tmp_path):
+    g, x, time, feature = _graph()
+    gv.rearrange(x, "b f t -> b (f t)")
+    g.save(tmp_path / "packed.gvz")
+    loaded = gv.load(tmp_path / "packed.gvz")
+    merged = [loaded[n.name] for n in loaded.nodes() if n.op == "pack_axes"][0]
+    back = gv.rearrange(merged, "b (f t) -> b f t")
+    assert back.op == "unpack_axis"
+    data, padded, lengths = _data(6)
+    value = loaded.output({"x": padded, "len": lengths}, [back])[back.name]
+    for b, n in enumerate(lengths):
+        np.testing.assert_array_equal(value[b, :, :n], data[b, :, :n])
+
+
+def test_a_hand_tagged_merge_of_dims_with_lengths_is_not_split_blindly():
+    g, x, time, feature = _graph()
+    y = g.placeholder("y", dims=(gv.batch_dim, feature * time))
+    with pytest.raises(gv.PatternError, match="was not built by a merge in graph"):
+        gv.rearrange(y, "b (f t) -> b f t")

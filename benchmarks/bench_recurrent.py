@@ -3,7 +3,7 @@
 An LSTM step as issue 16 sets it: float32, batch 64, 8 time steps, 8 -> 128 hidden, forward and
 backward (the gradients of the loss sum(outputs) with respect to the four weights and x). graphview
 runs ``g.calculate_gradients``; PyTorch runs ``torch.nn.LSTM`` and ``backward()``. Best of --repeat
-tries of --number steps each. Then the same for the GRU, and the parts of graphview's step (the forward
+tries of --number steps each, graphview's and PyTorch's tries taking turns. Then the same for the GRU, and the parts of graphview's step (the forward
 kernel, backpropagation through time, the weight gradients) and what recomputing the gates in the
 backward pass, instead of storing them, would add (ADR 0020).
 
@@ -62,6 +62,18 @@ def torch_step(torch, kind, x):
     return step
 
 
+def interleaved(functions, repeat, number):
+    """The best time per call of each function, their tries taking turns, so that a busy machine
+    slows them alike."""
+    best = [float("inf")] * len(functions)
+    for function in functions:
+        function()
+    for _ in range(repeat):
+        for k, function in enumerate(functions):
+            best[k] = min(best[k], best_time(function, 1, number))
+    return best
+
+
 def parts(repeat, number):
     """Best times (ms) of the LSTM's kernels alone, and of what recomputing the gates would add."""
     r = np.random.default_rng(1)
@@ -100,8 +112,8 @@ def main():
     x = np.random.default_rng(0).normal(size=(BATCH, STEPS, FEATURES)).astype(np.float32)
     rows = []
     for kind in ("lstm", "gru"):
-        ours = best_time(graphview_step(kind, x), args.repeat, args.number)
-        theirs = best_time(torch_step(torch, kind, x), args.repeat, args.number) if torch is not None else None
+        steps = [graphview_step(kind, x)] + ([torch_step(torch, kind, x)] if torch is not None else [])
+        ours, theirs = (interleaved(steps, args.repeat, args.number) + [None])[:2]
         rows.append((kind, f"{ours * 1e3:.3f}", "-" if theirs is None else f"{theirs * 1e3:.3f}",
                      "-" if theirs is None else f"{theirs / ours:.2f}x"))
     print(f"float32, batch {BATCH}, {STEPS} steps, {FEATURES} -> {HIDDEN} hidden, forward + backward, "

@@ -7,10 +7,12 @@ equal dims. Names are for people: two dims called "time" are different dims
 them apart: the second dim made with a name prints as ``Dim('time'#2, None)``.
 
 Arithmetic is memoized (``a * b is a * b``) and non-commutative (``a * b != b * a``:
-merging h then w is not merging w then h). Simple identities are undone:
-``(a * b) // b is a``, ``(a + b) - b is a``, ``a * 1 is a``, ``a + 0 is a``. Integer
-offsets fold and commute, because a constant has no identity to keep apart:
-``(1 + x) - 1 is x`` and ``x + 1 + 1 is x + 2``.
+merging h then w is not merging w then h). RETURNN's identities hold, as identity, because
+a dim made by ``+`` or ``*`` is memoized by its normal form (a sum of product terms, see
+``_form``): ``(a + b) * c is a * c + b * c``, ``a * b // b is a``, ``2 * a is a + a`` (but
+``2 * a != a * 2``), ``(a + b) - b is a``, ``a * 1 is a``, ``a + 0 is a``. Integer offsets
+fold and commute, because a constant has no identity to keep apart: ``(1 + x) - 1 is x``
+and ``x + 1 + 1 is x + 2``.
 
 Which graph values carry which dims, and the per-batch-entry lengths of dynamic
 dims, live in a side table per graph: see :mod:`graphview.layouts.table` (saved in graph files by

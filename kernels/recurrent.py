@@ -89,6 +89,16 @@ def _tanh(a):
     """tanh(a) in a's precision (a stub: Numba compiles the overload below)."""
 
 
+def _one(array):
+    """1 in the dtype of ``array`` (a stub: Numba compiles the overload below), so that float32 rows
+    stay float32."""
+
+
+@overload(_one, jit_options=JIT)
+def _one_typed(array):
+    return (lambda array: np.float32(1.0)) if array.dtype == types.float32 else (lambda array: 1.0)
+
+
 @overload(_sigmoid, jit_options=JIT)
 def _sigmoid_typed(a):
     return (lambda a: _sigmoid32(a)) if a == types.float32 else (lambda a: _sigmoid64(a))
@@ -166,6 +176,7 @@ def lstm_backward(grad, packed, h0, c0, w_hh, lengths, out):
     _zero_padding(lengths, out.reshape((1,) + out.shape))
     back = np.empty((batch, hidden), h0.dtype)
     scratch = np.empty((3, hidden), h0.dtype)
+    blocks = out.reshape(steps + 1, batch, 4, hidden)   # each gate's row, contiguous
     for t in range(steps - 1, -1, -1):
         gates = out[t]
         for b in range(batch):
@@ -173,7 +184,8 @@ def lstm_backward(grad, packed, h0, c0, w_hh, lengths, out):
                 previous = c0[b] if t == 0 else packed[1, t - 1, b]
                 _lstm_cell_backward(grad[0, t, b], grad[1, t, b], grad[2, t, b], grad[3, t, b], grad[4, t, b],
                                     grad[5, t, b], packed[1, t, b], packed[2, t, b], packed[3, t, b], packed[4, t, b],
-                                    packed[5, t, b], previous, dh[b], dc[b], gates[b], scratch, hidden)
+                                    packed[5, t, b], previous, dh[b], dc[b], blocks[t, b, 0], blocks[t, b, 1],
+                                    blocks[t, b, 2], blocks[t, b, 3], scratch, hidden)
         if batch > 0:
             np.dot(gates, w_hh, back)
         for b in range(batch):
@@ -185,27 +197,28 @@ def lstm_backward(grad, packed, h0, c0, w_hh, lengths, out):
 
 
 @njit(**JIT)
-def _lstm_cell_backward(g_h, g_c, g_i, g_f, g_g, g_o, cell, i, f, g, o, previous, dh, dc, gates, scratch, hidden):
+def _lstm_cell_backward(g_h, g_c, g_i, g_f, g_g, g_o, cell, i, f, g, o, previous, dh, dc, d_i, d_f, d_g, d_o,
+                        scratch, hidden):
     """One sequence's step backwards (g_*: the gradients of its packed rows; cell, i, f, g, o: the
-    rows): gates (4H) gets the pre-activation gradients, dc becomes dc_{t-1}; dh (the gradient from
-    step t + 1) is read only. Each loop reads and writes few rows: LLVM vectorizes a loop only when
-    it can check the rows' overlap in a few tests."""
+    rows): d_i, d_f, d_g, d_o get the pre-activation gradients, dc becomes dc_{t-1}; dh (the gradient
+    from step t + 1) is read only. Each loop reads and writes few rows: LLVM vectorizes a loop only
+    when it can check the rows' overlap in a few tests."""
+    one = _one(cell)
     squashed, dh_total, dc_total = scratch[0], scratch[1], scratch[2]
-    d_i, d_f, d_g, d_o = gates[:hidden], gates[hidden:2 * hidden], gates[2 * hidden:3 * hidden], gates[3 * hidden:]
     for j in range(hidden):
         squashed[j] = _tanh(cell[j])
     for j in range(hidden):
         dh_total[j] = dh[j] + g_h[j]
     for j in range(hidden):
-        dc_total[j] = dc[j] + g_c[j] + dh_total[j] * o[j] * (1.0 - squashed[j] * squashed[j])
+        dc_total[j] = dc[j] + g_c[j] + dh_total[j] * o[j] * (one - squashed[j] * squashed[j])
     for j in range(hidden):
-        d_o[j] = (dh_total[j] * squashed[j] + g_o[j]) * o[j] * (1.0 - o[j])
+        d_o[j] = (dh_total[j] * squashed[j] + g_o[j]) * o[j] * (one - o[j])
     for j in range(hidden):
-        d_i[j] = (dc_total[j] * g[j] + g_i[j]) * i[j] * (1.0 - i[j])
+        d_i[j] = (dc_total[j] * g[j] + g_i[j]) * i[j] * (one - i[j])
     for j in range(hidden):
-        d_f[j] = (dc_total[j] * previous[j] + g_f[j]) * f[j] * (1.0 - f[j])
+        d_f[j] = (dc_total[j] * previous[j] + g_f[j]) * f[j] * (one - f[j])
     for j in range(hidden):
-        d_g[j] = (dc_total[j] * i[j] + g_g[j]) * (1.0 - g[j] * g[j])
+        d_g[j] = (dc_total[j] * i[j] + g_g[j]) * (one - g[j] * g[j])
     for j in range(hidden):
         dc[j] = dc_total[j] * f[j]
 

@@ -99,7 +99,7 @@ def test_lengths_stop_each_sequence(kind, layout, dtype):
 def test_lengths_match_pack_padded_sequence():
     values = inputs("lstm")
     lengths = np.array([5, 2, 4])
-    g, (outputs, h_n, c_n) = build("lstm", values, lengths=lengths)
+    g, (outputs, h_n, c_n) = build("lstm", values, lengths=[5, 2, 4])   # a list is taken as an array
     got = g.output({}, [outputs, h_n, c_n])
     module = torch.nn.LSTM(4, 6, batch_first=True).double()
     with torch.no_grad():

@@ -254,6 +254,8 @@ def _results(packed, x, layout, states):
 
 def _run(op, x, inputs, lengths, layout, name, states):
     graph_of((x,) + inputs, op.definition.name)
+    if isinstance(lengths, (list, tuple)):
+        lengths = np.asarray(lengths)
     if lengths is None:
         lengths = _lengths_of_time_dim(x, layout)
     extra = () if lengths is None else (lengths,)
@@ -284,7 +286,7 @@ _NOT_DIFFERENTIABLE = ("Not differentiable: a dedicated backward kernel, so seco
 
 
 def _gates_shape(sections, grad, packed, w_hh):
-    if len(packed) != 4 or packed[0] != sections or tuple(grad) != tuple(packed):
+    if len(packed) != 4 or packed[0] != sections or len(grad) != 4 or not all(map(_known, grad, packed)):
         raise ShapeError(f"grad {format_shape(grad)} and packed {format_shape(packed)} must both be "
                          f"({sections}, steps + 1, batch, hidden)")
     return (packed[1], packed[2], 4 * packed[3] if packed[3] is not None else None)

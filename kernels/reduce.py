@@ -108,9 +108,9 @@ def argmax_rows(x, out, sign):
 # What reduce3 computes; COUNT is how many valid elements each output covers.
 SUM, MEAN, MAX, MIN, LOGSUMEXP, COUNT = 0, 1, 2, 3, 4, 5
 
-# rows_of / cols_of without a mask.
+# rows_of / cols_of without a mask. Writeable, as the masks are: a read-only array is another Numba
+# type, and every kernel would be compiled once more for it.
 NO_LENGTHS = np.zeros(0, np.int64)
-NO_LENGTHS.flags.writeable = False
 
 
 @njit(**JIT)

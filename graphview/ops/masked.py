@@ -121,12 +121,16 @@ def masked_reduce(x, lengths, op, b, t, axes, dtype):
     else:   # over both: batch entry b's first lengths[b] * M rows, every one folded into one output
         x3 = arranged(x, [b, t] + reduced + kept_other).reshape(B, T * M, K)
         rows_of, cols_of, fold, kept_order = lengths * M, none, True, kept_other
-    integer = not dtypes.is_float(dtype)
-    zero = np.int64(0) if integer else np.float64(0)
-    if integer:
+    # The scalars' types as the plain reductions pass them, so that both share compiled kernels: integer
+    # sums and counts accumulate in int64; maxima and minima start in x's dtype; logsumexp's shift is float64.
+    extreme = op in ("masked_max", "masked_min")
+    zero = np.int64(0) if not dtypes.is_float(dtype) and not extreme else np.float64(0)
+    if not extreme:
+        start = np.float64(-np.inf)
+    elif dtypes.is_float(x.dtype):
+        start = x.dtype.type(-np.inf if op == "masked_max" else np.inf)
+    else:
         start = x.dtype.type(integer_start(op, x.dtype))
-    else:   # maxima and minima in x's dtype; logsumexp's shift in float64
-        start = {"masked_max": x.dtype.type(-np.inf), "masked_min": x.dtype.type(np.inf)}.get(op, np.float64(-np.inf))
     result = np.empty((1 if fold else x3.shape[0], x3.shape[2]), dtype)
     reduce_kernels.reduce3(x3, result, MODES[op], zero, zero + 1, start, mask=(rows_of, cols_of, fold))
     return result, kept_order

@@ -111,7 +111,7 @@ def test_placeholder_takes_its_shape_from_dims_and_creates_the_lengths_placehold
 def test_placeholder_dims_errors():
     g = gv.Graph()
     time = gv.Dim("time")
-    with pytest.raises(gv.DimError, match="axis 1 has size 3 but Dim\\('f', 4\\)"):
+    with pytest.raises(gv.DimError, match=r"axis 1 has size 3 but Dim\('f'(#\d+)?, 4\)"):  # #n: other tests made an 'f'
         g.placeholder("x", shape=(None, 3), dims=(gv.batch_dim, gv.Dim("f", 4)))
     with pytest.raises(gv.DimError, match="not among its dims"):
         g.placeholder("y", dims=(gv.batch_dim, gv.Dim("t")), lengths={time: "len"})

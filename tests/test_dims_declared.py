@@ -199,3 +199,17 @@ def test_the_check_sees_each_kind_of_switch(source):
 def test_the_check_lets_a_none_test_and_a_message_pass():
     source = 'if spec.op is None:\n    raise DimError(f"{op}: no input")\n'
     assert _switches_on_op_names(ast.parse(source)) == []
+
+
+def test_a_dims_rule_that_fails_or_miscounts_is_an_error_naming_the_op(declare):
+    def broken(in_dims, in_shapes, attrs, out_shape):
+        return {}["missing"]
+
+    def short(in_dims, in_shapes, attrs, out_shape):
+        return in_dims[0][:1]
+    g, x, time, feature = _sequence()
+    with pytest.raises(gv.DimError, match=r"test_dims_declared_broken '.*': its dims rule raised KeyError: 'missing'"):
+        declare("test_dims_declared_broken", dims=broken)(x)
+    with pytest.raises(gv.DimError, match=r"test_dims_declared_short '.*': its dims rule gave 1 dims for an output "
+                                          r"of rank 3"):
+        declare("test_dims_declared_short", dims=short)(x)

@@ -79,8 +79,14 @@ def carry(graph, definition, variables, result):
         dims = rule(in_dims, in_shapes, result.node.attributes, result.shape)
     except _UNKNOWN_WHEN:
         dims = None
-    if dims is None or len(dims) != len(result.shape):
+    except Exception as error:  # noqa: BLE001  (a user's rule failing some other way: name the op)
+        raise DimError(f"{definition.name} {result.name!r}: its dims rule raised {type(error).__name__}: "
+                       f"{error}") from error
+    if dims is None:
         return
+    if len(dims) != len(result.shape):
+        raise DimError(f"{definition.name} {result.name!r}: its dims rule gave {len(dims)} dims for an output of "
+                       f"rank {len(result.shape)}")
     dims = tuple(d if d is None or d.size is None or s is None or d.size == s else None
                  for d, s in zip(dims, result.shape))
     if any(d is not None for d in dims):

@@ -12,8 +12,8 @@
 
 Everything runs on one thread: OPENBLAS_NUM_THREADS (and the other BLAS variables) are set before
 NumPy loads, Numba's threads are set to 1 and so are PyTorch's. Each figure is the best, over
-``--repeats`` tries, of the mean time of ``--steps`` calls; ratios are NumPy's or PyTorch's time over
-graphview's (above 1: graphview is faster).
+``--repeats`` tries, of the mean time of ``--steps`` calls, the candidates taking turns try by try;
+ratios are NumPy's or PyTorch's time over graphview's (above 1: graphview is faster).
 """
 import os
 
@@ -34,17 +34,25 @@ SIZES = [8, 8, 4]                               # input height = width of each c
 
 
 def best(function, repeats, steps):
-    """The best mean seconds per call, over ``repeats`` tries of ``steps`` calls (after two warm-up calls)."""
+    """The best mean seconds per call of one function (see :func:`best_of`)."""
+    return best_of([function], repeats, steps)[0]
+
+
+def best_of(functions, repeats, steps):
+    """The best mean seconds per call of each function, over ``repeats`` tries of ``steps`` calls (after
+    two warm-up calls). The functions take turns, one try each, so a busy machine slows them alike."""
     import time
-    function()
-    function()
-    result = float("inf")
+    for function in functions:
+        function()
+        function()
+    results = [float("inf")] * len(functions)
     for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(steps):
-            function()
-        result = min(result, (time.perf_counter() - start) / steps)
-    return result
+        for i, function in enumerate(functions):
+            start = time.perf_counter()
+            for _ in range(steps):
+                function()
+            results[i] = min(results[i], (time.perf_counter() - start) / steps)
+    return results
 
 
 def parameters(seed=0):
@@ -87,16 +95,19 @@ def conv_figures(repeats, steps):
         launch(x, w, out, **attrs)
         expected = numpy_conv(x, w)
         assert np.allclose(out, expected, rtol=1e-4, atol=1e-4), "conv2d differs from NumPy's im2col"
-        kernel = best(lambda: launch(x, w, out, **attrs), repeats, steps)
-        graph = best(lambda: g.output({"x": x}, [y]), repeats, steps)
-        numpy_time = best(lambda: numpy_conv(x, w), repeats, steps)
-        row = [f"{cin}->{cout} on {size}x{size}", f"{kernel * 1e3:.3f}", f"{graph * 1e3:.3f}", f"{numpy_time * 1e3:.3f}",
-               f"{numpy_time / kernel:.2f}x"]
+        candidates = [lambda: launch(x, w, out, **attrs), lambda: g.output({"x": x}, [y]), lambda: numpy_conv(x, w)]
         if torch is not None:
             xt, wt = torch.from_numpy(x), torch.from_numpy(w)
-            with torch.no_grad():
-                torch_time = best(lambda: torch.nn.functional.conv2d(xt, wt, padding=1), repeats, steps)
-            row += [f"{torch_time * 1e3:.3f}", f"{torch_time / kernel:.2f}x"]
+
+            def torch_conv():
+                with torch.no_grad():
+                    return torch.nn.functional.conv2d(xt, wt, padding=1)
+            candidates.append(torch_conv)
+        kernel, graph, numpy_time, *torch_time = best_of(candidates, repeats, steps)
+        row = [f"{cin}->{cout} on {size}x{size}", f"{kernel * 1e3:.3f}", f"{graph * 1e3:.3f}", f"{numpy_time * 1e3:.3f}",
+               f"{numpy_time / kernel:.2f}x"]
+        if torch_time:
+            row += [f"{torch_time[0] * 1e3:.3f}", f"{torch_time[0] / kernel:.2f}x"]
         rows.append(row)
     header = ["conv2d (batch 256, 3x3, pad 1)", "graphview kernel ms", "g.output ms", "NumPy im2col ms",
               "NumPy / graphview"]
@@ -150,17 +161,15 @@ def torch_step(torch):
 
 
 def step_figures(repeats, steps):
-    import graphview as gv
     from graphview import registry
     torch = optional("torch")
     if "max_pool2d" not in registry.ops():
         return "digits CNN step: skipped, g.nn.max_pool2d is not registered (graphview/ops/pool.py)"
-    ours = best(graphview_step(), repeats, steps)
+    candidates = [graphview_step()] + ([torch_step(torch)] if torch is not None else [])
+    ours, *theirs = best_of(candidates, repeats, steps)
     rows = [["graphview (GradientStep + SGD)", f"{ours * 1e3:.2f}", "1.00x"]]
-    if torch is not None:
-        theirs = best(torch_step(torch), repeats, steps)
-        rows.append(["PyTorch eager (autograd + optim.SGD)", f"{theirs * 1e3:.2f}", f"{theirs / ours:.2f}x"])
-    del gv
+    if theirs:
+        rows.append(["PyTorch eager (autograd + optim.SGD)", f"{theirs[0] * 1e3:.2f}", f"{theirs[0] / ours:.2f}x"])
     return table(rows, ["digits CNN step (float32, batch 256)", "ms per step", "torch / graphview"])
 
 

@@ -36,7 +36,8 @@ from graphview.layouts.table import dims_of, lengths_of, set_dims, unmasked  # n
 from graphview.layouts.views import (ClassView, DataView, ImageView, LayoutError, ListView,  # noqa: E402
                                      SequenceView)
 from graphview.rearrange import PatternError, rearrange, reduce  # noqa: E402
-from graphview.ops.masked import PUBLIC as _MASKED, Masked, mask_of  # noqa: E402
+from graphview.ops.masked import PUBLIC as _MASKED, mask_of  # noqa: E402
+from graphview.masked_form import Masked  # noqa: E402
 
 masked_sum, masked_mean, masked_max, masked_min, masked_logsumexp = (
     _MASKED[f"masked_{n}"] for n in ("sum", "mean", "max", "min", "logsumexp"))

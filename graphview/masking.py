@@ -2,7 +2,7 @@
 
 Building calls :func:`before` for every op while masking is on (not inside ``with gv.unmasked():``)
 on a graph where some dim has lengths. What an op's masked form is, the op declares: its
-``definition.masked``, a :class:`graphview.ops.masked.Masked` spec registered with
+``definition.masked``, a :class:`graphview.masked_form.Masked` declaration registered with
 ``registry.defmasked`` (the built-in ones at the end of ops/masked.py); this module reads the spec
 and never an op's name. The masked op is found by name in the registry when building.
 
@@ -15,7 +15,7 @@ from graphview import dtypes, infer, registry
 from graphview.dims import DimError, batch_dim
 from graphview.errors import GraphviewError
 from graphview.layouts import table
-from graphview.ops.masked import Masked, integer_start, mask_of
+from graphview.ops.masked import mask_of
 from graphview.ops.math import cast, div, mul, where
 from graphview.ops.reduce import sum as reduce_sum
 from graphview.ops.shape import numel, reshape
@@ -28,8 +28,6 @@ def before(graph, definition, variables, attrs, name):
     if spec is None or not variables or not table.has_lengths(graph) or not table.masking_enabled():
         return None
     op = definition.name
-    if not isinstance(spec, Masked):
-        raise GraphviewError(f"{op}: its masked form {spec!r} is not a graphview.ops.masked.Masked spec")
     x, dynamic = _input_with_lengths(spec, variables)
     if not dynamic:
         return None
@@ -120,7 +118,9 @@ def _reduce_over_several(spec, x, hit, passed, common):
     exact = not dtypes.is_float(x.dtype) and registry.get(spec.op).promote != "float"
     if not dtypes.is_float(x.dtype) and not exact:
         x = cast(x, dtypes.FLOAT64)
-    neutral = integer_start(spec.op, x.dtype) if exact else spec.where_neutral
+    neutral = _neutral(spec.where_neutral, x.dtype)
+    if exact:
+        neutral = int(neutral)   # the masked op's identity on integers (0, or the lowest / highest value)
     for _, dim, _ in hit[1:]:
         x = where(mask_of(x, dim), x, neutral)
     lengths = hit[0][2]

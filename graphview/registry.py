@@ -20,6 +20,7 @@ import numpy as np
 
 from graphview import attributes as attribute_types
 from graphview.errors import GraphviewError, OpArgumentError
+from graphview.masked_form import Masked
 
 
 _REGISTRY = {}
@@ -155,6 +156,8 @@ def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
                 rule is not None and not rule.variadic and position >= len(rule.inputs)):
             takes = f"; it takes {rule.describe()}" if rule is not None else ""
             raise GraphviewError(f"defop {name}: inplace position {position!r} is not an input position{takes}")
+    if masked is not None:
+        _check_masked(f"defop {name}", masked)
     spaces = () if not namespace else (namespace,) if isinstance(namespace, str) else tuple(namespace)
     definition = OpDef(
         name=name, shape=shape, kernel=kernel, dtype=dtype, vjp=vjp, inplace=inplace,
@@ -198,9 +201,13 @@ def defdims(op, rule):
 
 def defmasked(op, spec):
     """Register the masked form of the op ``op``: a spec the masking layer reads (graphview/masking.py)."""
-    if spec is None:
-        raise GraphviewError(f"defmasked {_op_name(op)}: give the masked form, not None")
+    _check_masked(f"defmasked {_op_name(op)}", spec)
     return _register_rule(op, "masked", spec)
+
+
+def _check_masked(what, spec):
+    if not isinstance(spec, Masked):
+        raise GraphviewError(f"{what}: the masked form must be a gv.Masked(...) declaration, not {spec!r}")
 
 
 def _op_name(op):

@@ -130,13 +130,13 @@ def test_a_masked_spec_is_checked(declare):
         Masked("masked_sum", axes="last")
     with pytest.raises(gv.GraphviewError, match="without a masked op, where_neutral must say"):
         Masked(None)
-    vague = declare("test_dims_declared_vague", masked="masked_sum")
-    g = gv.Graph()
-    time = gv.Dim("time")
-    x = g.placeholder("x", (2, 3), dims=(gv.batch_dim, time), lengths={time: "n"})
-    with pytest.raises(gv.GraphviewError, match="test_dims_declared_vague: its masked form 'masked_sum' is not a "
-                                                "graphview.ops.masked.Masked spec"):
-        vague(x)
+    with pytest.raises(gv.GraphviewError, match=r"defop test_dims_declared_vague: the masked form must be a "
+                                                r"gv.Masked\(...\) declaration, not 'masked_sum'"):
+        declare("test_dims_declared_vague", masked="masked_sum")
+    assert "test_dims_declared_vague" not in registry.ops()
+    with pytest.raises(gv.GraphviewError, match=r"defmasked exp: the masked form must be a gv.Masked"):
+        registry.defmasked("exp", "masked_sum")
+    assert registry.get("exp").masked is None
 
 
 # --- nothing switches on op names ----------------------------------------------------------------

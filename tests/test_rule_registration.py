@@ -63,7 +63,7 @@ def test_rules_need_a_registered_op_and_a_function(triple):
         gv.defvjp("test_rules_missing", _triple_vjp)
     with pytest.raises(gv.GraphviewError, match="defvjp test_rules_triple: the rule must be a function"):
         gv.defvjp(triple, "not a function")
-    with pytest.raises(gv.GraphviewError, match="defmasked test_rules_triple: give the masked form"):
+    with pytest.raises(gv.GraphviewError, match=r"defmasked test_rules_triple: the masked form must be a gv.Masked\(...\) declaration, not None"):
         registry.defmasked(triple, None)
 
 

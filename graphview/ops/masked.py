@@ -17,9 +17,7 @@ reductions and NumPy do (sum and count give int64; max and min x's dtype, and ov
 valid element the dtype's lowest / highest value); mean, logsumexp, softmax and the
 losses compute in floating point, so integer inputs are cast to float64.
 """
-import dataclasses
 import math
-from typing import Callable, Optional, Union
 
 import numpy as np
 
@@ -27,6 +25,7 @@ from graphview import attributes, dtypes
 from graphview.dims import DimError, batch_dim
 from graphview.errors import GraphviewError
 from graphview.layouts import table
+from graphview.masked_form import Masked
 from graphview.ops import loss, nn  # noqa: F401  (the plain ops given masked forms at the end)
 from graphview.ops.masked_common import (arranged, canonical, check_axes, check_lengths_dtype, checked_lengths,
                                          mask_array, place)
@@ -381,44 +380,6 @@ PUBLIC["masked_softmax_cross_entropy"] = _public_entropy
 
 # --- which plain ops are built masked, and how (graphview/masking.py reads the specs) --------------
 
-@dataclasses.dataclass(frozen=True)
-class Masked:
-    """How a plain op is built when it reduces over a dim with lengths, registered on the plain op with
-    ``registry.defmasked`` (graphview.masking reads it when building).
-
-    ``op``: the masked op's name (found in the registry when building), a function composing one
-    (called as a masked op is: the plain op's inputs, then the lengths), or None: ``where`` replaces
-    the padding by ``where_neutral`` and the plain op is built on the result.
-    ``axes``: which of the input's axes the op reduces over, so that a dim with lengths there masks it:
-    "attribute" (its ``axis``, None for every axis; several dims with lengths are masked together),
-    "attribute or last" (its one ``axis``, the last by default), "all but last" (not the class axis), "all".
-    ``where_neutral``: what the padding of a dim masked by ``where`` becomes: a value, or "lowest" /
-    "highest" (of the input's dtype).
-    ``passes``: (attribute, default) pairs handed on to the masked op.
-    ``inputs``: the inputs whose dims are looked at, in order; the first with a dim with lengths is masked.
-    ``sum_op``: for a mean, the masked sum that, divided by the count of valid entries, gives the mean
-    over several dims with lengths.
-    ``several``: for "attribute or last", how the op is built over a tuple of axes of which some dims
-    have lengths: ``several(x, axes, name)`` (softmax: the axes merged into one masked axis).
-    """
-    op: Union[str, Callable, None]
-    axes: str = "attribute"
-    where_neutral: object = None
-    passes: tuple = ()
-    inputs: tuple = (0,)
-    sum_op: Optional[str] = None
-    several: Optional[Callable] = None
-
-    def __post_init__(self):
-        if self.axes not in MASKED_AXES:
-            raise GraphviewError(f"Masked({self.op!r}): axes={self.axes!r} is not one of {', '.join(MASKED_AXES)}")
-        if self.op is None and self.where_neutral is None:
-            raise GraphviewError("Masked(None): without a masked op, where_neutral must say what padding becomes")
-
-
-MASKED_AXES = ("attribute", "attribute or last", "all but last", "all")
-
-
 def masked_mean_squared_error(predictions, targets, lengths, *, name=None, batch_axis=0, time_axis=1):
     """mean_squared_error over the valid entries only: the masked mean of the squared differences."""
     return masked_mean(square(sub(predictions, targets)), lengths, axis=None, keepdims=False, name=name,
@@ -429,8 +390,8 @@ REDUCTION_PASSES = (("axis", None), ("keepdims", False))
 
 defmasked("sum", Masked("masked_sum", where_neutral=0.0, passes=REDUCTION_PASSES))
 defmasked("mean", Masked("masked_mean", where_neutral=0.0, passes=REDUCTION_PASSES, sum_op="masked_sum"))
-defmasked("max", Masked("masked_max", where_neutral=-np.inf, passes=REDUCTION_PASSES))
-defmasked("min", Masked("masked_min", where_neutral=np.inf, passes=REDUCTION_PASSES))
+defmasked("max", Masked("masked_max", where_neutral="lowest", passes=REDUCTION_PASSES))
+defmasked("min", Masked("masked_min", where_neutral="highest", passes=REDUCTION_PASSES))
 defmasked("logsumexp", Masked("masked_logsumexp", where_neutral=-np.inf, passes=REDUCTION_PASSES))
 defmasked("softmax", Masked("masked_softmax", axes="attribute or last", several=nn.softmax_over_axes))
 defmasked("log_softmax", Masked("masked_log_softmax", axes="attribute or last", several=nn.log_softmax_over_axes))

@@ -13,7 +13,8 @@ import numpy as np
 from graphview import attributes, dtypes
 from graphview.errors import ExecutionError, OpArgumentError, ShapeError
 from graphview.layouts import table
-from graphview.ops.masked import Masked, masked_mean, masked_sum, sequence_mask
+from graphview.masked_form import Masked
+from graphview.ops.masked import masked_mean, masked_sum, sequence_mask
 from graphview.ops.math import cast, div, ne, where
 from graphview.ops.reduce import sum as reduce_sum
 from graphview.registry import defmasked, defop, public

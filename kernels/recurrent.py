@@ -251,6 +251,7 @@ def gru_forward(x, h0, w_ih_t, w_hh_t, b_ih, b_hh, lengths, out):
 def _gru_cell(pre, projected, b_ih, b_hh, h, state, r, z, n, hn, hidden):
     """One sequence's step: pre (3H) holds h_{t-1} @ W_hh^T; h is updated; state, r, z, n and hn (W_hn h
     + b_hn) are its rows of the packed result (contiguous, so the loops vectorize)."""
+    one = _one(h)
     for j in range(hidden):
         r[j] = _sigmoid(projected[j] + b_ih[j] + pre[j] + b_hh[j])
     for j in range(hidden):
@@ -260,7 +261,7 @@ def _gru_cell(pre, projected, b_ih, b_hh, h, state, r, z, n, hn, hidden):
     for j in range(hidden):
         n[j] = _tanh(projected[2 * hidden + j] + b_ih[2 * hidden + j] + r[j] * hn[j])
     for j in range(hidden):
-        state[j] = (1.0 - z[j]) * n[j] + z[j] * h[j]
+        state[j] = (one - z[j]) * n[j] + z[j] * h[j]
     h[:] = state
 
 
@@ -300,16 +301,17 @@ def _gru_cell_backward(g_h, g_r, g_z, g_n, g_hn, r, z, n, hn, previous, dh, gate
     gets dr, dz, dn (pre-activation) and d(W_hn h + b_hn), hidden_side (3H) the gradient of
     h_{t-1} @ W_hh^T + b_hh; dh becomes its part through z. Few rows per loop, as in the LSTM's."""
     d_r, d_z, d_n, d_hn = gates[:hidden], gates[hidden:2 * hidden], gates[2 * hidden:3 * hidden], gates[3 * hidden:]
+    one = _one(r)
     for j in range(hidden):
         dh[j] += g_h[j]
     for j in range(hidden):
-        d_n[j] = (dh[j] * (1.0 - z[j]) + g_n[j]) * (1.0 - n[j] * n[j])
+        d_n[j] = (dh[j] * (one - z[j]) + g_n[j]) * (one - n[j] * n[j])
     for j in range(hidden):
-        d_z[j] = (dh[j] * (previous[j] - n[j]) + g_z[j]) * z[j] * (1.0 - z[j])
+        d_z[j] = (dh[j] * (previous[j] - n[j]) + g_z[j]) * z[j] * (one - z[j])
     for j in range(hidden):
         dh[j] *= z[j]
     for j in range(hidden):
-        d_r[j] = (d_n[j] * hn[j] + g_r[j]) * r[j] * (1.0 - r[j])
+        d_r[j] = (d_n[j] * hn[j] + g_r[j]) * r[j] * (one - r[j])
     for j in range(hidden):
         d_hn[j] = d_n[j] * r[j] + g_hn[j]
     hidden_side[:2 * hidden] = gates[:2 * hidden]

@@ -19,29 +19,13 @@ from numba import njit
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 
 COLUMNS = 1024     # about this many columns of col per chunk of the batch
+SHALLOW = 32       # below this many entries per patch (cg * kh * kw), conv_forward uses im2col, else im2row
 
 
 @njit(**JIT)
 def chunk(batch, positions):
     """How many batch entries one product takes."""
     return max(1, min(batch, COLUMNS // max(positions, 1)))
-
-
-@njit(**JIT)
-def padded(x, n0, m, c0, cg, top, bottom, left, right):
-    """x[n0:n0+m, c0:c0+cg] with zeros around (x itself, and n0, c0, when there is no padding)."""
-    if top == 0 and bottom == 0 and left == 0 and right == 0:
-        return x, n0, c0
-    height, width = x.shape[2], x.shape[3]
-    result = np.zeros((m, cg, height + top + bottom, width + left + right), x.dtype)
-    for b in range(m):
-        for c in range(cg):
-            for y in range(height):
-                source = x[n0 + b, c0 + c, y]
-                target = result[b, c, top + y]
-                for z in range(width):
-                    target[left + z] = source[z]
-    return result, 0, 0
 
 
 @njit(**JIT)
@@ -53,25 +37,86 @@ def _pads(height, width, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
 
 
 @njit(**JIT)
-def im2col(x, n0, m, c0, cg, kh, kw, sh, sw, pads, dh, dw, oh, ow, col):
+def _span(size, start, step, count):
+    """(lo, hi): the indices t in [0, count) with 0 <= start + t * step < size are lo <= t < hi."""
+    lo = 0 if start >= 0 else min(count, (-start + step - 1) // step)
+    hi = 0 if start >= size else min(count, (size - start + step - 1) // step)
+    return lo, max(lo, hi)
+
+
+@njit(**JIT)
+def _channels_last(x3, n0, m, c0, cg, xc):
+    """xc[b, p, c] = x3[n0 + b, c0 + c, p]: a chunk of the batch, channels innermost."""
+    for b in range(m):
+        target = xc[b]
+        for c in range(cg):
+            source = x3[n0 + b, c0 + c]
+            for p in range(source.shape[0]):
+                target[p, c] = source[p]
+
+
+@njit(**JIT)
+def im2row(xc, width, kh, kw, sh, sw, top, left, dh, dw, oh, ow, rows):
+    """rows[b * L + y * ow + z, (i * kw + j) * cg + c] = xc[b, h * width + w, c] at h = y*sh - top + i*dh,
+    w = z*sw - left + j*dw, 0 outside the input (xc is (m, H * W, cg), channels innermost). Each tap of
+    each output position is one contiguous run of cg entries; the rows are the tall operand of the
+    product (BLAS is fastest with the batch's positions as rows)."""
+    m, cg = xc.shape[0], xc.shape[2]
+    height = xc.shape[1] // width
+    positions = oh * ow
+    for b in range(m):
+        image = xc[b]
+        for i in range(kh):
+            y_lo, y_hi = _span(height, i * dh - top, sh, oh)
+            for j in range(kw):
+                z_lo, z_hi = _span(width, j * dw - left, sw, ow)
+                base = (i * kw + j) * cg
+                for y in range(oh):
+                    first = b * positions + y * ow
+                    if y < y_lo or y >= y_hi:
+                        rows[first:first + ow, base:base + cg] = 0
+                        continue
+                    line = (y * sh - top + i * dh) * width + j * dw - left
+                    for z in range(z_lo):
+                        rows[first + z, base:base + cg] = 0
+                    for z in range(z_lo, z_hi):
+                        source = image[line + z * sw]
+                        target = rows[first + z]
+                        for c in range(cg):
+                            target[base + c] = source[c]
+                    for z in range(z_hi, ow):
+                        rows[first + z, base:base + cg] = 0
+
+
+@njit(**JIT)
+def im2col(x, n0, m, c0, cg, kh, kw, sh, sw, top, left, dh, dw, oh, ow, col):
     """col[(c * kh + i) * kw + j, b * L + y * ow + z] = x[n0 + b, c0 + c, y*sh - top + i*dh, z*sw - left + j*dw],
-    0 outside x; ``pads`` is (top, bottom, left, right). The patch rows are copied from a zero-padded
-    copy of the chunk, so the inner loop has no bounds to test."""
-    xp, n0, c0 = padded(x, n0, m, c0, cg, pads[0], pads[1], pads[2], pads[3])
+    0 outside x: the patch matrix of a few input channels (conv_forward's path for cg * kh * kw < SHALLOW,
+    where im2row's runs of cg entries would be too short). The entries of a tap that fall in the
+    padding are zeroed, the others copied straight from x (no padded copy, no test in the inner loop)."""
+    height, width = x.shape[2], x.shape[3]
     positions = oh * ow
     for c in range(cg):
         for i in range(kh):
+            y_lo, y_hi = _span(height, i * dh - top, sh, oh)
             for j in range(kw):
                 target = col[(c * kh + i) * kw + j]
+                offset = j * dw - left
+                z_lo, z_hi = _span(width, offset, sw, ow)
                 for b in range(m):
-                    plane = xp[n0 + b, c0 + c]
+                    plane = x[n0 + b, c0 + c]
                     base = b * positions
-                    for y in range(oh):
-                        source = plane[y * sh + i * dh]
+                    target[base:base + y_lo * ow] = 0
+                    target[base + y_hi * ow:base + positions] = 0
+                    for y in range(y_lo, y_hi):
+                        source = plane[y * sh + i * dh - top]
                         start = base + y * ow
-                        offset = j * dw
-                        for z in range(ow):
+                        for z in range(z_lo):
+                            target[start + z] = 0
+                        for z in range(z_lo, z_hi):
                             target[start + z] = source[offset + z * sw]
+                        for z in range(z_hi, ow):
+                            target[start + z] = 0
 
 
 @njit(**JIT)
@@ -123,40 +168,90 @@ def _gather(y3, n0, m, o0, count, buffer):
 
 
 @njit(**JIT)
+def _taps_last(w2, og, cg, kh, kw):
+    """w2 (og, cg * kh * kw) in (c, i, j) order as a (kh * kw * cg, og) matrix in im2row's (i, j, c) order."""
+    result = np.empty((kh * kw * cg, og), w2.dtype)
+    for o in range(og):
+        for c in range(cg):
+            for t in range(kh * kw):
+                result[t * cg + c, o] = w2[o, c * kh * kw + t]
+    return result
+
+
+@njit(**JIT)
 def conv_forward(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, out):
-    """out = conv2d(x, w) (+ bias per output channel); x (N, C, H, W), w (O, C/groups, kh, kw), out (N, O, OH, OW)."""
-    batch = x.shape[0]
+    """out = conv2d(x, w) (+ bias per output channel); x (N, C, H, W), w (O, C/groups, kh, kw), out (N, O, OH, OW).
+    ph, pw are the top and left padding (any sign: the bottom and right follow from out's size).
+    Per chunk of the batch: rows = im2row(x) (positions, taps * channels), then rows @ w_g.T (one tall product)."""
+    batch, channels, height, width = x.shape
     outs, cg, kh, kw = w.shape
     oh, ow = out.shape[2], out.shape[3]
     positions = oh * ow
     og = outs // groups
     depth = cg * kh * kw
+    x3 = x.reshape(batch, channels, height * width)
     out3 = out.reshape(batch, outs, positions)
     w2 = w.reshape(outs, depth)
     step = chunk(batch, positions)
-    pads = _pads(x.shape[2], x.shape[3], kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
+    if depth < SHALLOW:
+        for g in range(groups):
+            wg = np.ascontiguousarray(w2[g * og:(g + 1) * og])
+            for n0 in range(0, batch, step):
+                m = min(step, batch - n0)
+                col = np.empty((depth, m * positions), x.dtype)
+                im2col(x, n0, m, g * cg, cg, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col)
+                result = np.dot(wg, col)
+                for o in range(og):
+                    add = bias[g * og + o] if has_bias else 0
+                    for b in range(m):
+                        target = out3[n0 + b, g * og + o]
+                        source = result[o, b * positions:(b + 1) * positions]
+                        for p in range(positions):
+                            target[p] = source[p] + add
+        return
     for g in range(groups):
-        wg = np.ascontiguousarray(w2[g * og:(g + 1) * og])
+        wt = _taps_last(w2[g * og:(g + 1) * og], og, cg, kh, kw)
         for n0 in range(0, batch, step):
             m = min(step, batch - n0)
-            col = np.empty((depth, m * positions), x.dtype)
-            im2col(x, n0, m, g * cg, cg, kh, kw, sh, sw, pads, dh, dw, oh, ow, col)
-            result = np.dot(wg, col)
-            for o in range(og):
-                add = bias[g * og + o] if has_bias else 0
-                for b in range(m):
+            xc = np.empty((m, height * width, cg), x.dtype)
+            _channels_last(x3, n0, m, g * cg, cg, xc)
+            rows = np.empty((m * positions, depth), x.dtype)
+            im2row(xc, width, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, rows)
+            result = np.dot(rows, wt)
+            for b in range(m):
+                for o in range(og):
+                    add = bias[g * og + o] if has_bias else 0
                     target = out3[n0 + b, g * og + o]
-                    base = b * positions
                     for p in range(positions):
-                        target[p] = result[o, base + p] + add
+                        target[p] = result[b * positions + p, o] + add
+
+
+@njit(**JIT)
+def _flipped(w, groups):
+    """The weight of the adjoint convolution at stride 1: (C, O/groups, kh, kw), the taps reversed."""
+    outs, cg, kh, kw = w.shape
+    og = outs // groups
+    result = np.empty((cg * groups, og, kh, kw), w.dtype)
+    for g in range(groups):
+        for o in range(og):
+            for c in range(cg):
+                for i in range(kh):
+                    for j in range(kw):
+                        result[g * cg + c, o, i, j] = w[g * og + o, c, kh - 1 - i, kw - 1 - j]
+    return result
 
 
 @njit(**JIT)
 def conv_backward_input(gy, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, out):
     """out = the adjoint of conv2d(., w) applied to gy (+ bias per channel of out): conv2d's input
     gradient and conv_transpose2d. gy (N, O, OH, OW), w (O, C/groups, kh, kw), out (N, C, H, W)."""
-    batch = gy.shape[0]
     outs, cg, kh, kw = w.shape
+    if sh == 1 and sw == 1:
+        # at stride 1 the adjoint is a convolution of gy with the reversed taps, padded by d * (k - 1) - p
+        conv_forward(gy, _flipped(w, groups), bias, has_bias, 1, 1, dh * (kh - 1) - ph, dw * (kw - 1) - pw,
+                     dh, dw, groups, out)
+        return
+    batch = gy.shape[0]
     oh, ow = gy.shape[2], gy.shape[3]
     positions = oh * ow
     og = outs // groups
@@ -181,27 +276,40 @@ def conv_backward_input(gy, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, o
 
 @njit(**JIT)
 def conv_backward_weight(x, gy, sh, sw, ph, pw, dh, dw, groups, out):
-    """out (O, C/groups, kh, kw) = conv2d's weight gradient: per group, gy_g @ col(x).T."""
-    batch = x.shape[0]
+    """out (O, C/groups, kh, kw) = conv2d's weight gradient: per group and chunk, gy_g (O/g, positions) @ im2row(x)."""
+    batch, channels, height, width = x.shape
     outs, cg, kh, kw = out.shape
     oh, ow = gy.shape[2], gy.shape[3]
     positions = oh * ow
     og = outs // groups
     depth = cg * kh * kw
-    gy3 = gy.reshape(batch, outs, positions)
+    x3 = x.reshape(batch, channels, height * width)
     out2 = out.reshape(outs, depth)
     out2[:, :] = 0
+    total = np.zeros((og, depth), out.dtype)
     step = chunk(batch, positions)
-    pads = _pads(x.shape[2], x.shape[3], kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
     for g in range(groups):
+        total[:, :] = 0
         for n0 in range(0, batch, step):
             m = min(step, batch - n0)
-            col = np.empty((depth, m * positions), x.dtype)
-            im2col(x, n0, m, g * cg, cg, kh, kw, sh, sw, pads, dh, dw, oh, ow, col)
             buffer = np.empty((og, m * positions), x.dtype)
-            _gather(gy3, n0, m, g * og, og, buffer)
-            part = np.dot(buffer, col.T)
-            out2[g * og:(g + 1) * og] += part
+            _gather(gy.reshape(batch, outs, positions), n0, m, g * og, og, buffer)
+            if depth < SHALLOW:
+                col = np.empty((depth, m * positions), x.dtype)
+                im2col(x, n0, m, g * cg, cg, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col)
+                out2[g * og:(g + 1) * og] += np.dot(buffer, col.T)
+                continue
+            xc = np.empty((m, height * width, cg), x.dtype)
+            _channels_last(x3, n0, m, g * cg, cg, xc)
+            rows = np.empty((m * positions, depth), x.dtype)
+            im2row(xc, width, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, rows)
+            total += np.dot(buffer, rows)
+        if depth < SHALLOW:
+            continue
+        for o in range(og):
+            for c in range(cg):
+                for t in range(kh * kw):
+                    out2[g * og + o, c * kh * kw + t] = total[o, t * cg + c]
 
 
 @njit(**JIT)

@@ -27,8 +27,77 @@ def _argmax_nan(plane, h_start, h_end, w_start, w_end):
 
 
 @njit(**JIT)
+def _pairs(x, kh, kw, sh, sw, ph, pw):
+    """Whether the windows are 2x2 at stride 2 without padding: the tiled kernels below take them."""
+    return kh == 2 and kw == 2 and sh == 2 and sw == 2 and ph == 0 and pw == 0
+
+
+@njit(**JIT)
+def _max_pool_2x2(x, out):
+    """max_pool for 2x2 windows at stride 2, no padding: the four entries compared without branches
+    (first maximum in row-major order, NaN if the window holds one)."""
+    batch, channels, oh, ow = out.shape
+    for b in range(batch):
+        for c in range(channels):
+            plane = x[b, c]
+            target = out[b, c]
+            for i in range(oh):
+                upper, lower, row = plane[2 * i], plane[2 * i + 1], target[i]
+                for j in range(ow):
+                    p, q, r, s = upper[2 * j], upper[2 * j + 1], lower[2 * j], lower[2 * j + 1]
+                    best = q if q > p else p
+                    best = r if r > best else best
+                    best = s if s > best else best
+                    nan = (p != p) | (q != q) | (r != r) | (s != s)
+                    row[j] = np.nan if nan else best
+
+
+@njit(**JIT)
+def _max_pool_grad_2x2(x, grad, out):
+    """max_pool_grad for 2x2 windows at stride 2, no padding: each window's four entries of out are
+    zeroed and grad written at its first maximum (its last NaN if it holds one), so out needs no
+    zeroing pass but for the rows and columns no window covers."""
+    batch, channels, oh, ow = grad.shape
+    height, width = out.shape[2], out.shape[3]
+    for b in range(batch):
+        for c in range(channels):
+            plane = x[b, c]
+            source = grad[b, c]
+            target = out[b, c]
+            for i in range(oh):
+                upper, lower, values = plane[2 * i], plane[2 * i + 1], source[i]
+                top, bottom = target[2 * i], target[2 * i + 1]
+                for j in range(ow):
+                    p, q, r, s = upper[2 * j], upper[2 * j + 1], lower[2 * j], lower[2 * j + 1]
+                    greater = q > p    # arithmetic, not branches (random data mispredicts them)
+                    at = 1 * greater
+                    best = q if greater else p
+                    greater = r > best
+                    at += (2 - at) * greater
+                    best = r if greater else best
+                    at += (3 - at) * (s > best)
+                    at -= at * (p != p)
+                    at += (1 - at) * (q != q)
+                    at += (2 - at) * (r != r)
+                    at += (3 - at) * (s != s)
+                    top[2 * j] = 0
+                    top[2 * j + 1] = 0
+                    bottom[2 * j] = 0
+                    bottom[2 * j + 1] = 0
+                    target[2 * i + (at >> 1), 2 * j + (at & 1)] = values[j]
+                for w in range(2 * ow, width):
+                    top[w] = 0
+                    bottom[w] = 0
+            for h in range(2 * oh, height):
+                target[h, :] = 0
+
+
+@njit(**JIT)
 def max_pool(x, out, kh, kw, sh, sw, ph, pw):
     """out[b, c, i, j] = the maximum of x over the window at (i * sh - ph, j * sw - pw), NaN if it holds one."""
+    if _pairs(x, kh, kw, sh, sw, ph, pw) and 2 * out.shape[2] <= x.shape[2] and 2 * out.shape[3] <= x.shape[3]:
+        _max_pool_2x2(x, out)
+        return
     batch, channels, oh, ow = out.shape
     height, width = x.shape[2], x.shape[3]
     for b in range(batch):
@@ -93,6 +162,9 @@ def _route(x, values, out, kh, kw, sh, sw, ph, pw, scatter):
 @njit(**JIT)
 def max_pool_grad(x, grad, out, kh, kw, sh, sw, ph, pw):
     """out (x's shape) = grad added at each window's argmax in x, zero elsewhere."""
+    if _pairs(x, kh, kw, sh, sw, ph, pw) and 2 * grad.shape[2] <= x.shape[2] and 2 * grad.shape[3] <= x.shape[3]:
+        _max_pool_grad_2x2(x, grad, out)
+        return
     out[:, :, :, :] = 0
     _route(x, grad, out, kh, kw, sh, sw, ph, pw, True)
 

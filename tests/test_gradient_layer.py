@@ -88,3 +88,17 @@ def test_unbroadcast_adds_no_node_for_equal_static_shapes():
     assert unbroadcast(grad, x) is grad
     row = g.var("row", np.ones((1, 3)))
     assert unbroadcast(grad, row).op == "reduce_to" and unbroadcast(grad, row).shape == (1, 3)
+
+
+def test_import_graphview_imports_every_op_and_rule_module():
+    """A module in graphview/ops or graphview/gradients that nothing imports would be an op family
+    without its ops or its rules: each must be named in its package's import list."""
+    import importlib
+    import pkgutil
+    import sys
+
+    import graphview  # noqa: F401
+    for package in ("graphview.ops", "graphview.gradients"):
+        path = importlib.import_module(package).__path__
+        missing = [m.name for m in pkgutil.iter_modules(path) if f"{package}.{m.name}" not in sys.modules]
+        assert not missing, f"{package}/__init__.py does not import {missing}"

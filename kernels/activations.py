@@ -12,8 +12,10 @@ kernel in the cache.
 import math
 
 import numpy as np
+from llvmlite import ir
 from numba import njit
-from numba.extending import register_jitable
+from numba.core import types
+from numba.extending import intrinsic, register_jitable
 
 from .launch import four_axis_blocks
 from .threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD, WORKERS, chunks, pool
@@ -71,6 +73,109 @@ def parametric(scalar, threshold=PARALLEL_THRESHOLD):
     return Parametric(scalar.__name__, contiguous, strided, threshold)
 
 
+# --- branch-free math ------------------------------------------------------------
+# A branch in the scalar function keeps LLVM from vectorizing the loop, and libm's exp, expm1 and
+# log1p are calls it cannot vectorize at all: the functions below compute both sides and select,
+# with exp and expm1 as in kernels/elementwise.py (repeated here, not imported: Numba's cache tracks
+# only this file) and log1p by fdlibm's reduction. Each works in float64, so a float32 result is the
+# float64 one rounded once.
+
+@intrinsic
+def select(typingctx, condition, if_true, if_false):
+    """``if_true if condition else if_false`` as an LLVM select, without a branch."""
+    if if_true != if_false:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.select(args[0], args[1], args[2])
+    return if_true(types.boolean, if_true, if_false), codegen
+
+
+@intrinsic
+def float64_from_bits(typingctx, bits):
+    """The float64 whose IEEE bits are the int64 ``bits`` (an LLVM bitcast, which vectorizes)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.int64), codegen
+
+
+LOG2_E = 1.4426950408889634
+LN2_HIGH = 6.93147180369123816490e-01   # ln 2 split in two so that k * LN2_HIGH is exact
+LN2_LOW = 1.90821492927058770002e-10
+INVERSE_FACTORIALS = tuple(1.0 / math.factorial(n) for n in range(15))
+SQRT2 = 1.4142135623730951
+# fdlibm's log1p: log(1 + f) = f - f^2 / 2 + s (f^2 / 2 + R(s^2)), s = f / (2 + f), |s| < 0.172.
+LG = (6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01, 2.222219843214978396e-01,
+      1.818357216161805012e-01, 1.531383769920937332e-01, 1.479819860511658591e-01)
+
+
+@register_jitable
+def exp_nonpositive(x):
+    """e ** x for x <= 0 (or NaN) within 1 ulp: x = k ln 2 + r, e ** r by its Taylor series,
+    times 2 ** k in two halves (so that subnormal results round once); x is clamped at -746,
+    where the result rounds to 0, and NaN is put back at the end."""
+    y = select(x > -746.0, x, -746.0)
+    k = np.rint(y * LOG2_E)
+    r = (y - k * LN2_HIGH) - k * LN2_LOW
+    c = INVERSE_FACTORIALS
+    p = c[13]
+    for n in range(12, 1, -1):   # unrolled by LLVM
+        p = p * r + c[n]
+    p = p * r + 1.0
+    p = p * r + 1.0
+    n = np.int64(k)
+    half = n >> 1
+    result = p * float64_from_bits((half + 1023) << 52) * float64_from_bits((n - half + 1023) << 52)
+    return select(x != x, x, result)
+
+
+@register_jitable
+def expm1_nonpositive(x):
+    """e ** x - 1 for x <= 0 (or NaN) within 2 ulp: e ** r - 1 by its Taylor series without the
+    constant term (small x keep their precision), then 2 ** k (e ** r - 1) - (1 - 2 ** k), whose
+    terms are exact. Below -60 the result rounds to -1."""
+    y = select(x > -60.0, x, -60.0)
+    k = np.rint(y * LOG2_E)
+    r = (y - k * LN2_HIGH) - k * LN2_LOW
+    c = INVERSE_FACTORIALS
+    q = c[14]
+    for n in range(13, 1, -1):   # unrolled by LLVM
+        q = q * r + c[n]
+    p = (q * r) * r + r
+    scale = float64_from_bits((np.int64(k) + 1023) << 52)
+    result = select(y == 0.0, y, scale * p - (1.0 - scale))   # expm1(-0.0) is -0.0
+    return select(x != x, x, result)
+
+
+@register_jitable
+def log1p_unit(t):
+    """log(1 + t) for t in [0, 1] (or NaN) within 1 ulp, as fdlibm's log1p: u = 1 + t is 2 ** k (1 + f)
+    with 1 + f in [sqrt(2) / 2, sqrt(2)] (k is 0 or 1), plus the rounding error of u divided by u."""
+    u = 1.0 + t
+    correction = (t - (u - 1.0)) / u
+    high = u > SQRT2
+    f = select(high, 0.5 * u - 1.0, u - 1.0)
+    k = select(high, 1.0, 0.0)
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    big_r = z * (LG[0] + w * (LG[2] + w * (LG[4] + w * LG[6]))) + w * (LG[1] + w * (LG[3] + w * LG[5]))
+    half_square = 0.5 * f * f
+    return k * LN2_HIGH - ((half_square - (s * (half_square + big_r) + (k * LN2_LOW + correction))) - f)
+
+
+@register_jitable(inline="always")
+def log1p_exp_negative_abs(x):
+    """log(1 + e^-|x|), the part of softplus and log_sigmoid that never overflows (NaN propagates).
+
+    Inlined by Numba (inline="always"), as are its callers: LLVM inlines exp and log1p here, and
+    then finds the function too large to inline into the loop, which it would no longer vectorize."""
+    return log1p_unit(exp_nonpositive(-np.abs(x)))
+
+
+# --- activations ------------------------------------------------------------------
+# Integers are promoted to float64 first (np.float64), float32 is computed in float64 too.
+
 @register_jitable
 def leaky_relu_scalar(x, params):
     # x > 0 else alpha * x; NaN propagates (alpha * NaN).
@@ -79,48 +184,44 @@ def leaky_relu_scalar(x, params):
 
 @register_jitable
 def elu_scalar(x, params):
-    # expm1 keeps the precision of small negative x, as PyTorch does.
-    return x if x > 0 else params[0] * math.expm1(x)
+    # expm1 keeps the precision of small negative x, as PyTorch does; NaN goes to the expm1 side.
+    y = np.float64(x)
+    return select(y > 0, y, params[0] * expm1_nonpositive(select(y > 0, 0.0, y)))
 
 
 @register_jitable
 def selu_scalar(x, params):
-    return SELU_SCALE * x if x > 0 else SELU_SCALE * SELU_ALPHA * math.expm1(x)
+    y = np.float64(x)
+    return select(y > 0, SELU_SCALE * y, SELU_SCALE * SELU_ALPHA * expm1_nonpositive(select(y > 0, 0.0, y)))
 
 
-@register_jitable
+@register_jitable(inline="always")
 def softplus_scalar(x, params):
     # log(1 + e^x) = max(x, 0) + log1p(e^-|x|): exp never overflows.
-    if x != x:
-        return x
-    if x > 0:
-        return x + math.log1p(math.exp(-x))
-    return math.log1p(math.exp(x))
+    y = np.float64(x)
+    t = log1p_exp_negative_abs(y)
+    return select(y > 0, y + t, t)
 
 
 @register_jitable
 def sigmoid(x):
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    z = math.exp(x)
-    return z / (1.0 + z)
+    # 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below, from e = exp(-|x|): never overflows.
+    e = exp_nonpositive(-np.abs(x))
+    return select(x >= 0, 1.0, e) / (1.0 + e)
 
 
 @register_jitable
 def silu_scalar(x, params):
-    if x != x:
-        return x
-    return x * sigmoid(x)
+    y = np.float64(x)
+    return y * sigmoid(y)
 
 
-@register_jitable
+@register_jitable(inline="always")
 def log_sigmoid_scalar(x, params):
     # log(sigmoid(x)) = min(x, 0) - log1p(e^-|x|).
-    if x != x:
-        return x
-    if x < 0:
-        return x - math.log1p(math.exp(x))
-    return -math.log1p(math.exp(-x))
+    y = np.float64(x)
+    t = log1p_exp_negative_abs(y)
+    return select(y < 0, y - t, -t)
 
 
 @register_jitable

@@ -269,7 +269,18 @@ LN2_HIGH = 6.93147180369123816490e-01   # ln 2 split in two so that k * LN2_HIGH
 LN2_LOW = 1.90821492927058770002e-10
 OVERFLOW = 709.782712893384             # exp overflows above this
 UNDERFLOW = -745.1332191019412          # and is 0 below this
-INVERSE_FACTORIALS = tuple(1.0 / math.factorial(n) for n in range(14))
+INVERSE_FACTORIALS = tuple(1.0 / math.factorial(n) for n in range(15))
+
+
+@intrinsic
+def select(typingctx, condition, if_true, if_false):
+    """``if_true if condition else if_false`` without a branch (a loop with one does not vectorize)."""
+    if if_true != if_false:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.select(args[0], args[1], args[2])
+    return if_true(types.boolean, if_true, if_false), codegen
 
 
 @register_jitable
@@ -278,34 +289,45 @@ def exp_scalar(x):
 
     x = k ln 2 + r with |r| <= ln 2 / 2 (Cody-Waite), e ** r by its Taylor series to
     degree 13 (truncation below 1e-17), times 2 ** k built from the exponent bits in
-    two halves so that subnormal results round once.
+    two halves so that subnormal results round once. No branch: x is clamped to
+    [UNDERFLOW, OVERFLOW] (NaN too, which would not convert to an integer) and the
+    results out there are selected at the end.
     """
-    if x != x:
-        return x + 0.0
-    if x > OVERFLOW:
-        return np.inf
-    if x < UNDERFLOW:
-        return 0.0
-    k = np.rint(x * LOG2_E)
-    r = (x - k * LN2_HIGH) - k * LN2_LOW
+    y = np.float64(x)
+    y = select(y > UNDERFLOW, y, UNDERFLOW)
+    y = select(y < OVERFLOW, y, OVERFLOW)
+    k = np.rint(y * LOG2_E)
+    r = (y - k * LN2_HIGH) - k * LN2_LOW
     c = INVERSE_FACTORIALS
     p = c[13]
-    p = p * r + c[12]
-    p = p * r + c[11]
-    p = p * r + c[10]
-    p = p * r + c[9]
-    p = p * r + c[8]
-    p = p * r + c[7]
-    p = p * r + c[6]
-    p = p * r + c[5]
-    p = p * r + c[4]
-    p = p * r + c[3]
-    p = p * r + c[2]
+    for n in range(12, 1, -1):   # unrolled by LLVM
+        p = p * r + c[n]
     p = p * r + 1.0
     p = p * r + 1.0
     n = np.int64(k)
     half = n >> 1
-    return p * float64_from_bits((half + 1023) << 52) * float64_from_bits((n - half + 1023) << 52)
+    result = p * float64_from_bits((half + 1023) << 52) * float64_from_bits((n - half + 1023) << 52)
+    result = select(x > OVERFLOW, np.inf, result)
+    result = select(x < UNDERFLOW, 0.0, result)
+    return select(x != x, x + 0.0, result)
+
+
+@register_jitable
+def expm1_nonpositive(x):
+    """e ** x - 1 for x <= 0 (or NaN) within 2 ulp, branch-free: x = k ln 2 + r, e ** r - 1 by its
+    Taylor series without the constant term (small x keep their precision), then
+    2 ** k (e ** r - 1) - (1 - 2 ** k), whose terms are exact. Below -60 the result rounds to -1."""
+    y = select(x > -60.0, x, -60.0)
+    k = np.rint(y * LOG2_E)
+    r = (y - k * LN2_HIGH) - k * LN2_LOW
+    c = INVERSE_FACTORIALS
+    q = c[14]
+    for n in range(13, 1, -1):   # unrolled by LLVM
+        q = q * r + c[n]
+    p = (q * r) * r + r
+    scale = float64_from_bits((np.int64(k) + 1023) << 52)
+    result = select(y == 0.0, y, scale * p - (1.0 - scale))   # expm1(-0.0) is -0.0
+    return select(x != x, x, result)
 
 
 @register_jitable
@@ -330,7 +352,9 @@ def cos_scalar(x):
 
 @register_jitable
 def tanh_scalar(x):
-    return np.tanh(x)
+    # tanh |x| = -m / (2 + m) with m = expm1(-2 |x|) in [-1, 0]: no cancellation near 0, no overflow far out.
+    m = expm1_nonpositive(-2.0 * np.abs(np.float64(x)))
+    return np.copysign(-m / (2.0 + m), x)
 
 
 # --- activations -------------------------------------------------------------
@@ -343,11 +367,10 @@ def relu_scalar(x):
 
 @register_jitable
 def sigmoid_scalar(x):
-    # Two branches so that exp never overflows.
-    if x >= 0:
-        return 1.0 / (1.0 + exp_scalar(-x))
-    z = exp_scalar(x)
-    return z / (1.0 + z)
+    # 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below, both from e = exp(-|x|) (never overflows) and a
+    # select, not a branch, so that the loop vectorizes; NaN propagates through e.
+    e = exp_scalar(-np.abs(np.float64(x)))
+    return select(x >= 0, 1.0, e) / (1.0 + e)
 
 
 @register_jitable

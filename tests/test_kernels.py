@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from graphview_kernels import elementwise, inplace
+from graphview_kernels import activations, elementwise, inplace
 from graphview_kernels import reduce as reduce_kernels
 
 
@@ -171,3 +171,53 @@ def test_reduce3_unmasked_sum_of_a_row_is_pairwise_and_a_masked_one_sequential()
     for value in x.ravel():
         sequential += value
     assert out[0, 0] == sequential != reduce_kernels.pairwise_sum(x.ravel(), 0, 4096, 0.0)
+
+
+# The activations' branch-free forms (exp, expm1 and log1p without libm, selects instead of branches).
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324, -5e-324, 1e-300, -1e-300, 1e-8, -1e-8, 0.3466, -0.3466,
+                    20.0, -20.0, 30.0, -30.0, 709.0, -709.0, 745.5, -745.5, 800.0, -800.0])
+ACTIVATION_REFERENCES = {
+    "sigmoid": lambda x: np.where(x >= 0, 1 / (1 + np.exp(-np.abs(x))), np.exp(-np.abs(x)) / (1 + np.exp(-np.abs(x)))),
+    "tanh": np.tanh,
+    "softplus": lambda x: np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x))),
+    "log_sigmoid": lambda x: np.minimum(x, 0) - np.log1p(np.exp(-np.abs(x))),
+    "silu": lambda x: x * np.where(x >= 0, 1 / (1 + np.exp(-np.abs(x))), np.exp(-np.abs(x)) / (1 + np.exp(-np.abs(x)))),
+    "elu": lambda x: np.where(x > 0, x, np.expm1(np.where(x > 0, 0.0, x))),
+    "selu": lambda x: activations.SELU_SCALE * np.where(x > 0, x, activations.SELU_ALPHA * np.expm1(
+        np.where(x > 0, 0.0, x))),
+}
+
+
+def _activation(name, x):
+    out = np.empty_like(x)
+    if name in ("sigmoid", "tanh"):
+        getattr(elementwise, name)(x, out)
+    else:
+        getattr(activations, name)(x, out, (1.0,))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATION_REFERENCES))
+def test_branch_free_activations_keep_nan_inf_and_signed_zeros(name):
+    with np.errstate(all="ignore"):
+        expected = ACTIVATION_REFERENCES[name](SPECIAL)
+    result = _activation(name, SPECIAL)
+    np.testing.assert_allclose(result, expected, rtol=4e-16, atol=0)
+    np.testing.assert_array_equal(np.isnan(result), np.isnan(expected))
+    zeros = expected == 0
+    if name != "log_sigmoid":   # -log1p(e^-x) far out is -0.0, NumPy's formula gives 0.0 - 0.0
+        np.testing.assert_array_equal(np.signbit(result[zeros]), np.signbit(expected[zeros]))
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATION_REFERENCES))
+@pytest.mark.parametrize("scale", [1e-6, 1.0, 10.0, 300.0])
+def test_branch_free_activations_are_within_a_few_ulps_in_float64_and_rounded_once_in_float32(name, scale):
+    x = np.random.default_rng(4).normal(scale=scale, size=100_000)
+    with np.errstate(all="ignore"):
+        expected = ACTIVATION_REFERENCES[name](x)
+    assert ulps(_activation(name, x), expected) <= 4.0
+    # float32 is computed in float64 and rounded once (the reference in float64 may differ by an ulp).
+    single = x.astype(np.float32)
+    with np.errstate(all="ignore"):
+        expected = ACTIVATION_REFERENCES[name](single.astype(np.float64)).astype(np.float32)
+    assert ulps(_activation(name, single), expected) <= 1.0

@@ -152,6 +152,9 @@ def _backward(graph, order, losses, wrt):
             continue
         definition = get_op(node.op)
         if definition.differentiable is False:
+            if definition.no_gradient:
+                raise GraphviewError(f"cannot differentiate through {node.op} (node {node.name!r}): "
+                                     f"{definition.no_gradient}")
             continue
         if definition.vjp is None:
             declared = "is declared differentiable but" if definition.differentiable else "is not marked differentiable=False and"

@@ -221,7 +221,7 @@ def _dot(args):
 
 
 def _ops(args):
-    rows = []
+    rows, refused = [], []
     for definition in registry.definitions():
         samples = list(definition.samples()) if definition.samples else []
         checkable = sum(sample.gradcheck for sample in samples)
@@ -233,9 +233,15 @@ def _ops(args):
             coverage = f"{checkable}/{len(samples)} samples"
         inplace = ",".join(map(str, definition.inplace)) if definition.inplace else "no"
         differentiable = {True: "yes", False: "no", None: "undeclared"}[definition.differentiable]
+        if definition.no_gradient:
+            differentiable = "refused"
+            refused.append(f"  {definition.name}: {definition.no_gradient}")
         rows.append((definition.name, definition.family, differentiable, inplace,
                      "yes" if definition.view else "no", len(samples), coverage))
     print(cli_report.table(("op", "family", "differentiable", "in-place", "view", "samples", "gradcheck"), rows))
+    if refused:
+        print("\ndifferentiation refused (gradients cannot pass through these ops):")
+        print("\n".join(refused))
     print(f"{len(rows)} ops; `graphview gradcheck` runs the gradient checks "
           "(`--ops NAME,...` for some of them)")
     return PASSED

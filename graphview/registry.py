@@ -45,6 +45,9 @@ class OpDef:
     # True or False as declared; None when defop got neither vjp= nor differentiable=
     # (autodiff refuses to pass through such an op, and the op validation test fails).
     differentiable: Optional[bool] = True
+    # Why no gradient can pass through the op (a dedicated backward kernel without a rule of its own):
+    # autodiff refuses to differentiate through it, where differentiable=False alone stops the gradient.
+    no_gradient: Optional[str] = None
     promote: Optional[str] = None
     promote_inputs: Optional[tuple] = None
     accepts: Optional[tuple] = None
@@ -122,7 +125,7 @@ def _flatten(values):
 def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
           differentiable=None, promote=None, promote_inputs=None, accepts=None,
           samples=None, reference=None, family="custom", namespace=None, doc="", attrs=None,
-          dims=None, masked=None):
+          dims=None, masked=None, no_gradient=None):
     """Declare an op and return the callable that adds it to a graph.
 
     ``shape(*input_shapes, **attrs)`` gives the output shape, ``dtype(*input_dtypes,
@@ -134,7 +137,9 @@ def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
     ``reference(*arrays, **attrs)`` by the generic op tests. ``attrs`` maps attribute names to
     ``gv.attrs`` declarations (``gv.attrs.Axis()``, ``gv.attrs.Seed()``, ...), checked when the op is
     built and when a graph file holding it is loaded. ``vjp``, ``dims`` and ``masked`` may instead be
-    registered later with :func:`defvjp`, :func:`defdims` and :func:`defmasked`.
+    registered later with :func:`defvjp`, :func:`defdims` and :func:`defmasked`. ``no_gradient`` says why
+    no gradient can pass through the op (a backward kernel without a rule of its own): differentiating
+    through it is then an error, where ``differentiable=False`` (a piecewise-constant op) stops gradients.
 
     Declaring a registered name again replaces the op when the declaration is the same (a re-run
     notebook cell, a module imported under two names) and is an error saying where the first came
@@ -158,13 +163,19 @@ def defop(name, *, shape, kernel, dtype=None, vjp=None, inplace=(), view=False,
             raise GraphviewError(f"defop {name}: inplace position {position!r} is not an input position{takes}")
     if masked is not None:
         _check_masked(f"defop {name}", masked)
+    if no_gradient is not None:
+        if not isinstance(no_gradient, str) or not no_gradient:
+            raise GraphviewError(f"defop {name}: no_gradient must say why no gradient passes through the op")
+        if vjp is not None or differentiable:
+            raise GraphviewError(f"defop {name}: an op with no_gradient has no rule and is not differentiable")
+        differentiable = False
     spaces = () if not namespace else (namespace,) if isinstance(namespace, str) else tuple(namespace)
     definition = OpDef(
         name=name, shape=shape, kernel=kernel, dtype=dtype, vjp=vjp, inplace=inplace,
         view=view, differentiable=True if vjp is not None and differentiable is None else differentiable,
         promote=promote, promote_inputs=promote_inputs, accepts=accepts, samples=samples,
         reference=reference, family=family, doc=doc or (kernel.__doc__ or "").strip(), attributes=attrs,
-        arity=rule, origin=_caller(), namespaces=spaces, dims=dims, masked=masked)
+        arity=rule, origin=_caller(), namespaces=spaces, dims=dims, masked=masked, no_gradient=no_gradient)
     if name in _REGISTRY:
         definition = _keep_registered_rules(_REGISTRY[name], definition)
         _check_redeclaration(_REGISTRY[name], definition)
@@ -236,7 +247,7 @@ def _register_rule(op, part, rule):
 # --- declaring a name twice ----------------------------------------------------------------------
 
 _FUNCTIONS = ("shape", "kernel", "dtype", "vjp", "samples", "reference", "dims", "masked")
-_OPTIONS = ("inplace", "view", "differentiable", "promote", "promote_inputs", "accepts", "family", "doc",
+_OPTIONS = ("inplace", "view", "differentiable", "no_gradient", "promote", "promote_inputs", "accepts", "family", "doc",
             "attributes", "namespaces")
 
 

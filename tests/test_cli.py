@@ -51,7 +51,8 @@ def test_version_and_help(capsys):
 def test_ops_lists_every_registered_op(capsys):
     assert main(["ops"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    listed = {line.split()[0] for line in lines[2:-1]}
+    table = lines[2:lines.index("")] if "" in lines else lines[2:-1]   # the op rows end at a blank line
+    listed = {line.split()[0] for line in table}
     assert listed == set(gv.ops())
     tanh = next(line.split() for line in lines if line.startswith("tanh "))
     samples = len(list(registry.get("tanh").samples()))
@@ -524,3 +525,11 @@ def test_unknown_names_on_the_command_line_get_a_suggestion(tmp_path, argv, mess
 def test_did_you_mean_ignores_case_and_suggests_one_edit_away(name, candidates, suggestion):
     from graphview.errors import did_you_mean
     assert did_you_mean(name, candidates) == suggestion
+
+
+def test_ops_says_why_differentiation_through_a_backward_kernel_is_refused(capsys):
+    assert main(["ops"]) == 0
+    out = capsys.readouterr().out
+    assert "differentiation refused (gradients cannot pass through these ops):" in out
+    assert "  ctc_grad: ctc's gradient is a dedicated backward kernel" in out
+    assert next(line.split() for line in out.splitlines() if line.startswith("ctc_grad "))[2] == "refused"

@@ -85,3 +85,35 @@ def test_reduce_to_adds_no_node_when_the_shapes_already_match():
     a, b = g.placeholder("a", (2, 3)), g.placeholder("b", (1, 3))
     assert reduce_to(a, a) is a
     assert reduce_to(a, b).node.op == "reduce_to"
+
+
+def test_an_op_declared_with_no_gradient_refuses_differentiation_instead_of_stopping_it():
+    name = "test_rules_backward"
+    op = gv.defop(name, shape=lambda x: x, kernel=_triple_kernel, no_gradient="it is a backward kernel")
+    try:
+        assert registry.get(name).differentiable is False
+        g = gv.Graph()
+        x = g.var("x", np.array([1.0, 2.0]))
+        g.set_loss(g.math.sum(op(x)))
+        with pytest.raises(gv.GraphviewError, match=r"cannot differentiate through test_rules_backward \(node "
+                                                    r"'test_rules_backward'\): it is a backward kernel"):
+            g.calculate_gradients({}, ["x"])
+        with pytest.raises(gv.GraphviewError, match="an op with no_gradient has no rule and is not differentiable"):
+            gv.defop("test_rules_bad", shape=lambda x: x, kernel=_triple_kernel, no_gradient="why",
+                     vjp=_triple_vjp)
+    finally:
+        registry._REGISTRY.pop(name, None)
+        registry._CALLABLES.pop(name, None)
+
+
+def test_a_second_derivative_through_a_backward_kernel_is_refused():
+    g = gv.Graph()
+    logits = g.var("logits", np.random.default_rng(0).standard_normal((2, 3, 4)))
+    time = gv.Dim("time")
+    labels = g.placeholder("labels", (2, 3), "int64", dims=(gv.batch_dim, time), lengths={time: "n"})
+    g.set_loss(g.loss.softmax_cross_entropy(logits, labels))
+    gradient = g.gradient_graph(["logits"])
+    feeds = {"labels": np.zeros((2, 3), np.int64), "n": np.array([3, 1])}
+    gradient.graph.set_loss(gradient.graph.math.sum(gradient.graph.math.square(gradient.gradients["logits"])))
+    with pytest.raises(gv.GraphviewError, match="cannot differentiate through masked_cross_entropy_grad"):
+        gradient.graph.calculate_gradients(feeds, ["logits"])

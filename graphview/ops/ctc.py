@@ -272,7 +272,8 @@ def _ctc_grad_dtype(log_probs, labels, input_lengths, label_lengths, g, **attrs)
 
 ctc_grad = defop(
     "ctc_grad", shape=_ctc_grad_shape, dtype=_ctc_grad_dtype, kernel=_ctc_grad_kernel, promote_inputs=(0,),
-    accepts=dtypes.FLOATS, differentiable=False, samples=_ctc_grad_samples, reference=_ctc_grad_reference,
+    accepts=dtypes.FLOATS, samples=_ctc_grad_samples, reference=_ctc_grad_reference,
+    no_gradient="ctc's gradient is a dedicated backward kernel without a rule of its own: no second derivatives",
     family="loss", attrs=ATTRS, dims=lambda in_dims, in_shapes, attrs, out_shape: in_dims[0],
     doc="ctc's dedicated backward kernel: the forward and backward recursions again, minus the posterior of "
         "each class at each valid frame times g (scaled by the reduction); 0 past the input lengths. Not "

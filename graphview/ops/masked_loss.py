@@ -104,7 +104,8 @@ masked_softmax_cross_entropy = defop(
 masked_cross_entropy_grad = defop(
     "masked_cross_entropy_grad", shape=lambda logits, labels, lengths, **attrs: (
         _entropy_shape(logits, labels, lengths, **attrs), logits)[1],
-    dtype=_entropy_dtype, kernel=_entropy_grad_kernel, differentiable=False, promote="float", promote_inputs=(0,),
+    dtype=_entropy_dtype, kernel=_entropy_grad_kernel, promote="float", promote_inputs=(0,),
+    no_gradient="masked_softmax_cross_entropy's gradient is a kernel without a rule of its own: no second derivatives",
     samples=_entropy_samples, reference=lambda *arrays, **attrs: _entropy_reference(*arrays, **attrs, grad=True),
     family="masked", doc="The gradient of masked_softmax_cross_entropy with respect to the logits.",
     attrs=LOGIT_AXES)

@@ -91,6 +91,22 @@ def carry(graph, definition, variables, result):
                  for d, s in zip(dims, result.shape))
     if any(d is not None for d in dims):
         found.dims[result.name] = dims
+        _derive_lengths(graph, rule, in_dims, in_shapes, result.node.attributes, dims)
+
+
+def _derive_lengths(graph, rule, in_dims, in_shapes, attrs, dims):
+    """A rule with ``derived_lengths`` (convolution, pooling: graphview/ops/spatial.py) says which
+    output dims are derived from dynamic input dims by a size formula; they get lengths by it."""
+    derived = getattr(rule, "derived_lengths", None)
+    if derived is None or not table.has_lengths(graph):
+        return
+    try:
+        entries = derived(in_dims, in_shapes, attrs)
+    except _UNKNOWN_WHEN:
+        return
+    for axis, source, offset, stride in entries:
+        if dims[axis] is not None:
+            table.derive_lengths(graph, dims[axis], source, offset, stride)
 
 
 # --- the built-in ops' own rules -----------------------------------------------------------------

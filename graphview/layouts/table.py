@@ -141,6 +141,25 @@ def _merged_lengths(graph, dim):
     return lengths
 
 
+def derive_lengths(graph, dim, source, offset, stride=1):
+    """Give ``dim``, made from the dynamic ``source`` by a convolution or pooling (``(source + offset)
+    // stride + 1``, or ``source + offset + 1`` for stride 1), the lengths that formula gives for each
+    sequence (RETURNN's rule), clipped at 0: ``max(n + offset + stride, 0) // stride``, built in
+    ``graph`` from ``source``'s lengths. Nothing when ``source`` has no lengths or ``dim`` has some."""
+    found = dims_table(graph, create=False)
+    if found is None or dim is source or not isinstance(dim, Dim) or dim.size is not None or dim in found.lengths:
+        return None
+    lengths = lengths_of(graph, source)
+    if lengths is None:
+        return None
+    valid = registry.op("maximum")(registry.op("add")(lengths, int(offset) + int(stride)), 0)
+    if stride != 1:
+        # floor division of a non-negative int: float64 division, truncated by the cast (exact below 2**53)
+        valid = registry.op("cast")(registry.op("div")(valid, int(stride)), dtype=lengths.dtype.name)
+    declare_lengths(dim, valid)
+    return valid
+
+
 def dynamic_axes(x):
     """``[(axis, dim, lengths variable)]`` for each axis of ``x`` whose dim has lengths."""
     found = dims_table(x.graph, create=False)

@@ -215,4 +215,25 @@ def dims_rule(spatial_rank, kernel_of, keep_channels=False, transposed=False):
             else:
                 result[axis] = output_dim(dim, kernel[i], stride[i], pads[i], dilation[i])
         return tuple(result)
+
+    def derived_lengths(in_dims, in_shapes, attrs):
+        """``[(output axis, input dim, offset, stride)]`` for each spatial axis whose output dim is
+        ``(dim + offset) // stride + 1`` of a dynamic input dim: the lengths of that dim follow the
+        same formula (RETURNN's), which the dims hook builds (graphview/layouts/table.derive_lengths)."""
+        if transposed:
+            return []
+        layout = layout_of("dims", attrs.get("layout", LAYOUTS[spatial_rank][0]), spatial_rank)
+        kernel = kernel_of(in_shapes, attrs)
+        stride = attrs.get("stride") or (1,) * spatial_rank
+        pads = attrs.get("padding") or ((0, 0),) * spatial_rank
+        dilation = attrs.get("dilation") or (1,) * spatial_rank
+        found = []
+        for i, axis in enumerate(layout.spatial):
+            dim = in_dims[0][axis]
+            if isinstance(dim, Dim) and dim.size is None:
+                offset = pads[i][0] + pads[i][1] - dilation[i] * (kernel[i] - 1) - 1
+                found.append((axis, dim, offset, stride[i]))
+        return found
+
+    rule.derived_lengths = derived_lengths
     return rule

@@ -10,6 +10,7 @@ over 500 lines. Run: python benchmarks/architecture_counts.py [REPOSITORY_ROOT]
 import ast
 import collections
 import os
+import pathlib
 import sys
 
 OPTIONAL = {"matplotlib", "tqdm", "sklearn", "threadpoolctl", "scipy", "mpi4py", "onnx", "torch", "jax"}
@@ -369,6 +370,17 @@ def long_files(trees):
     return sorted((trees[m][1].count("\n"), trees[m][2]) for m in trees if trees[m][1].count("\n") > LONG)
 
 
+def long_support_files(root):
+    """(lines, path) of each tests/, examples/ or benchmarks/ Python file over LONG lines."""
+    found = []
+    for folder in ("tests", "examples", "benchmarks"):
+        for path in sorted(pathlib.Path(root, folder).rglob("*.py")):
+            lines = path.read_text(encoding="utf-8").count("\n")
+            if lines > LONG:
+                found.append((lines, str(path.relative_to(root))))
+    return found
+
+
 def summary(root):
     """The figures tests/test_architecture.py holds to a ceiling (ADR 0017's ratchet)."""
     known, trees, edges, _, function_required, private_imports, private_attrs = analyse(root)
@@ -381,6 +393,7 @@ def summary(root):
         "kernels modules importing graphview": sum(1 for m in known if m.startswith("graphview_kernels")
                                                    for w in edges.get(m, ()) if w.split(".")[0] == "graphview"),
         "files over 500 lines": len(long_files(trees)),
+        "test, example and benchmark files over 500 lines": len(long_support_files(root)),
     }
 
 

@@ -15,6 +15,7 @@ import graphview as gv
 from graphview import registry
 from graphview.cli import main
 from graphview.targets import load_target
+from cli_helpers import usage_error as _usage_error
 from optable import build
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,15 +27,6 @@ def run(*argv, cwd=ROOT):
     done = subprocess.run([sys.executable, "-m", "graphview", *argv], capture_output=True, text=True, cwd=cwd,
                           env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
     return done.returncode, done.stdout, done.stderr
-
-
-def _usage_error(capsys, argv, message):
-    assert main(argv) == 2
-    out, err = capsys.readouterr()
-    assert err.count("\n") == 1, f"one line on stderr, got {err!r}"
-    assert "Traceback" not in err
-    assert message in err, err
-    return err
 
 
 # --- main(argv) ------------------------------------------------------------------
@@ -342,99 +334,6 @@ def test_the_op_suite_fails_on_a_wrong_rule_and_a_missing_rule(tmp_path):
 
 
 # --- defects found in review ------------------------------------------------------
-
-REVIEWED = textwrap.dedent('''
-    import sys
-
-    import numpy as np
-    import graphview as gv
-    from graphview import registry
-    from graphview.shapes import broadcast_shapes
-
-    def defop(name, **declaration):  # each main() call imports this file afresh
-        return registry._CALLABLES.get(name) or gv.defop(name, **declaration)
-
-    forgetful_add = defop("test_cli_forgetful_add", shape=broadcast_shapes,
-                          kernel=lambda x, b, out: np.add(x, b, out=out), vjp=lambda grad, out, x, b: (grad, grad))
-    square_wrong = defop("test_cli_square_wrong", shape=lambda x: x,
-                         kernel=lambda x, out: np.multiply(x, x, out=out), vjp=lambda grad, out, x: (grad * x,))
-
-    def unbroadcast_forgotten():
-        g = gv.Graph("broadcasting")
-        x, b = g.placeholder("x", (None, 3)), g.placeholder("b", (None, 3))
-        g.set_loss(g.math.sum(forgetful_add(x, b)))
-        return g, {"x": np.ones((2, 3)), "b": np.ones((1, 3))}
-
-    def wrong_gradient():
-        g = gv.Graph("wrong")
-        w = g.var("w", np.array([1.0, 2.0, 3.0]))
-        g.set_loss(g.math.sum(square_wrong(w), name="loss"))
-        return g, {}
-
-    def exits():
-        sys.exit(0)
-
-    def only_placeholders():
-        g = gv.Graph("x")
-        x = g.placeholder("x", (3,))
-        g.set_loss(g.math.sum(x * x))
-        return g, {"x": np.ones(3)}
-''')
-
-
-@pytest.fixture
-def reviewed(tmp_path, monkeypatch):
-    """The folder holding reviewed.py, as the current folder; the ops it registers are removed afterwards."""
-    (tmp_path / "reviewed.py").write_text(REVIEWED)
-    monkeypatch.chdir(tmp_path)
-    path = list(sys.path)
-    yield tmp_path
-    for name in ("test_cli_forgetful_add", "test_cli_square_wrong"):
-        registry._REGISTRY.pop(name, None)
-        registry._CALLABLES.pop(name, None)
-    for name in [m for m in sys.modules if m == "reviewed" or m.endswith("_reviewed")]:
-        del sys.modules[name]
-    assert sys.path == path, "importing a target must leave sys.path as it was"
-
-
-def test_a_gradient_that_is_not_unbroadcast_fails_the_check_with_exit_1(capsys, reviewed):
-    assert main(["gradcheck", "reviewed.py:unbroadcast_forgotten", "--wrt", "x,b", "--json", "r.json"]) == 1
-    out, err = capsys.readouterr()
-    assert err == "" and "internal error" not in out
-    assert ("b FAILED (wrong shape): the analytic gradient has shape (2, 3), the variable has shape (1, 3)"
-            in out), out
-    failures = json.loads((reviewed / "r.json").read_text())["failures"]
-    assert [(f["variable"], f["kind"]) for f in failures] == [("b", "shape")]
-
-
-@pytest.mark.parametrize("option", ["--min-abs-error", "--max-rel-error"])
-def test_nan_tolerances_cannot_make_a_wrong_gradient_pass(capsys, reviewed, option):
-    assert main(["gradcheck", "reviewed.py:wrong_gradient", "--quiet"]) == 1
-    capsys.readouterr()
-    _usage_error(capsys, ["gradcheck", "reviewed.py:wrong_gradient", option, "nan"], "is not a finite number")
-    assert main(["gradcheck", "reviewed.py:wrong_gradient", option, "0", "--quiet"]) == 1
-
-
-def test_a_module_function_target_is_found_in_the_current_folder(capsys, reviewed):
-    assert "reviewed" not in sys.modules
-    assert main(["gradcheck", "reviewed:wrong_gradient", "--quiet"]) == 1
-    assert "FAILED: gradient check of reviewed:wrong_gradient" in capsys.readouterr().out
-
-
-def test_a_target_that_calls_sys_exit_is_an_input_error(capsys, reviewed):
-    _usage_error(capsys, ["gradcheck", "reviewed.py:exits"],
-                 "graphview: error: reviewed.py:exits called sys.exit(0) instead of returning a graph")
-    _usage_error(capsys, ["summary", "reviewed:exits"], "reviewed:exits called sys.exit(0)")
-
-
-def test_a_graph_with_nothing_to_check_is_an_input_error(capsys, reviewed):
-    _usage_error(capsys, ["gradcheck", "reviewed.py:only_placeholders"],
-                 "check_gradients: nothing to check in graph 'x': no trainable floating-point variables; "
-                 "name placeholders or values with wrt=")
-    assert main(["gradcheck", "reviewed.py:only_placeholders", "--wrt", "x", "--quiet"]) == 0
-
-
-# --- review: the README's console example runs as shown ----------------------------------------------
 
 def readme_console_after(marker):
     """The README's ```console block that follows ``marker``, with the ```python block before it (if any)."""

@@ -15,7 +15,7 @@ import numpy as np
 from llvmlite import ir
 from numba import njit
 from numba.core import types
-from numba.extending import intrinsic, register_jitable
+from numba.extending import intrinsic, overload, register_jitable
 
 from .launch import four_axis_blocks
 from .threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD, WORKERS, chunks, pool
@@ -109,8 +109,7 @@ LG = (6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-
       1.818357216161805012e-01, 1.531383769920937332e-01, 1.479819860511658591e-01)
 
 
-@register_jitable
-def exp_nonpositive(x):
+def exp_nonpositive_float64(x):
     """e ** x for x <= 0 (or NaN) within 1 ulp: x = k ln 2 + r, e ** r by its Taylor series,
     times 2 ** k in two halves (so that subnormal results round once); x is clamped at -746,
     where the result rounds to 0, and NaN is put back at the end."""
@@ -129,8 +128,7 @@ def exp_nonpositive(x):
     return select(x != x, x, result)
 
 
-@register_jitable
-def expm1_nonpositive(x):
+def expm1_nonpositive_float64(x):
     """e ** x - 1 for x <= 0 (or NaN) within 2 ulp: e ** r - 1 by its Taylor series without the
     constant term (small x keep their precision), then 2 ** k (e ** r - 1) - (1 - 2 ** k), whose
     terms are exact. Below -60 the result rounds to -1."""
@@ -147,8 +145,7 @@ def expm1_nonpositive(x):
     return select(x != x, x, result)
 
 
-@register_jitable
-def log1p_unit(t):
+def log1p_unit_float64(t):
     """log(1 + t) for t in [0, 1] (or NaN) within 1 ulp, as fdlibm's log1p: u = 1 + t is 2 ** k (1 + f)
     with 1 + f in [sqrt(2) / 2, sqrt(2)] (k is 0 or 1), plus the rounding error of u divided by u."""
     u = 1.0 + t
@@ -164,6 +161,119 @@ def log1p_unit(t):
     return k * LN2_HIGH - ((half_square - (s * (half_square + big_r) + (k * LN2_LOW + correction))) - f)
 
 
+@intrinsic
+def float32_power_of_two(typingctx, k):
+    """2 ** k for a float32 integer k in [-126, 127], from its exponent bits (in int32, so that
+    the vectorized loop keeps 8 float32 lanes)."""
+    def codegen(context, builder, signature, args):
+        int32 = ir.IntType(32)
+        exponent = builder.add(builder.fptosi(args[0], int32), ir.Constant(int32, 127))
+        return builder.bitcast(builder.shl(exponent, ir.Constant(int32, 23)), ir.FloatType())
+    return types.float32(types.float32), codegen
+
+
+# float32 has 24 bits: degree 7 for e ** r and 8 for e ** r - 1 reach float32's precision (truncation
+# below 6e-9 and 3e-10), and 4 terms of fdlibm's log1pf series (musl's constants).
+F32 = {name: np.float32(value) for name, value in dict(
+    log2_e=LOG2_E, ln2_high=0.693359375, ln2_low=-2.12194440e-4, sqrt2=SQRT2, exp_clamp=-104.0, expm1_clamp=-20.0,
+    log_ln2_high=6.9313812256e-01, log_ln2_low=9.0580006145e-06, one=1.0, two=2.0, half=0.5, zero=0.0).items()}
+INVERSE_FACTORIALS_32 = tuple(np.float32(c) for c in INVERSE_FACTORIALS[:9])
+LG_32 = tuple(np.float32(float.fromhex(h)) for h in ("0xaaaaaa.0p-24", "0xccce13.0p-25", "0x91e9ee.0p-25", "0xf89e26.0p-26"))
+EXP_CLAMP_32, EXPM1_CLAMP_32, LOG2_E_32 = F32["exp_clamp"], F32["expm1_clamp"], F32["log2_e"]
+LN2_HIGH_32, LN2_LOW_32, SQRT2_32 = F32["ln2_high"], F32["ln2_low"], F32["sqrt2"]
+LOG_LN2_HIGH_32, LOG_LN2_LOW_32 = F32["log_ln2_high"], F32["log_ln2_low"]
+ONE_32, TWO_32, HALF_32, ZERO_32 = F32["one"], F32["two"], F32["half"], F32["zero"]
+
+
+def exp_nonpositive_float32(x):
+    # As exp_nonpositive_float64, in float32 (8 lanes a vector instead of 4); below -104 e ** x rounds to 0.
+    y = select(x > EXP_CLAMP_32, x, EXP_CLAMP_32)
+    k = np.rint(y * LOG2_E_32)
+    r = (y - k * LN2_HIGH_32) - k * LN2_LOW_32
+    c = INVERSE_FACTORIALS_32
+    p = c[7]
+    for n in range(6, -1, -1):   # unrolled by LLVM
+        p = p * r + c[n]
+    half = np.floor(k * HALF_32)
+    result = p * float32_power_of_two(half) * float32_power_of_two(k - half)
+    return select(x != x, x, result)
+
+
+def expm1_nonpositive_float32(x):
+    y = select(x > EXPM1_CLAMP_32, x, EXPM1_CLAMP_32)
+    k = np.rint(y * LOG2_E_32)
+    r = (y - k * LN2_HIGH_32) - k * LN2_LOW_32
+    c = INVERSE_FACTORIALS_32
+    q = c[8]
+    for n in range(7, 1, -1):   # unrolled by LLVM
+        q = q * r + c[n]
+    p = (q * r) * r + r
+    scale = float32_power_of_two(k)
+    result = select(y == ZERO_32, y, scale * p - (ONE_32 - scale))
+    return select(x != x, x, result)
+
+
+def log1p_unit_float32(t):
+    u = ONE_32 + t
+    correction = (t - (u - ONE_32)) / u
+    high = u > SQRT2_32
+    f = select(high, HALF_32 * u - ONE_32, u - ONE_32)
+    k = select(high, ONE_32, ZERO_32)
+    s = f / (TWO_32 + f)
+    z = s * s
+    w = z * z
+    big_r = z * (LG_32[0] + w * LG_32[2]) + w * (LG_32[1] + w * LG_32[3])
+    half_square = HALF_32 * f * f
+    return k * LOG_LN2_HIGH_32 - ((half_square - (s * (half_square + big_r) + (k * LOG_LN2_LOW_32 + correction))) - f)
+
+
+# Each function in x's precision: float32 for float32, float64 for the rest.
+
+def exp_nonpositive(x):
+    """e ** x for x <= 0 (or NaN)."""
+
+
+def expm1_nonpositive(x):
+    """e ** x - 1 for x <= 0 (or NaN)."""
+
+
+def log1p_unit(t):
+    """log(1 + t) for t in [0, 1] (or NaN)."""
+
+
+def as_float(x):
+    """x as float32 if it is, else as float64 (integers are promoted to float64)."""
+
+
+def like(x, value):
+    """The constant ``value`` in x's type."""
+
+
+@overload(exp_nonpositive)
+def exp_nonpositive_overload(x):
+    return exp_nonpositive_float32 if x == types.float32 else exp_nonpositive_float64
+
+
+@overload(expm1_nonpositive)
+def expm1_nonpositive_overload(x):
+    return expm1_nonpositive_float32 if x == types.float32 else expm1_nonpositive_float64
+
+
+@overload(log1p_unit)
+def log1p_unit_overload(t):
+    return log1p_unit_float32 if t == types.float32 else log1p_unit_float64
+
+
+@overload(as_float)
+def as_float_overload(x):
+    return (lambda x: x) if x == types.float32 else (lambda x: np.float64(x))
+
+
+@overload(like)
+def like_overload(x, value):
+    return (lambda x, value: np.float32(value)) if x == types.float32 else (lambda x, value: np.float64(value))
+
+
 @register_jitable(inline="always")
 def log1p_exp_negative_abs(x):
     """log(1 + e^-|x|), the part of softplus and log_sigmoid that never overflows (NaN propagates).
@@ -174,7 +284,7 @@ def log1p_exp_negative_abs(x):
 
 
 # --- activations ------------------------------------------------------------------
-# Integers are promoted to float64 first (np.float64), float32 is computed in float64 too.
+# Integers are promoted to float64 first; float32 is computed in float32.
 
 @register_jitable
 def leaky_relu_scalar(x, params):
@@ -185,20 +295,21 @@ def leaky_relu_scalar(x, params):
 @register_jitable
 def elu_scalar(x, params):
     # expm1 keeps the precision of small negative x, as PyTorch does; NaN goes to the expm1 side.
-    y = np.float64(x)
-    return select(y > 0, y, params[0] * expm1_nonpositive(select(y > 0, 0.0, y)))
+    y = as_float(x)
+    return select(y > 0, y, like(y, params[0]) * expm1_nonpositive(select(y > 0, like(y, 0.0), y)))
 
 
 @register_jitable
 def selu_scalar(x, params):
-    y = np.float64(x)
-    return select(y > 0, SELU_SCALE * y, SELU_SCALE * SELU_ALPHA * expm1_nonpositive(select(y > 0, 0.0, y)))
+    y = as_float(x)
+    negative = like(y, SELU_SCALE * SELU_ALPHA) * expm1_nonpositive(select(y > 0, like(y, 0.0), y))
+    return select(y > 0, like(y, SELU_SCALE) * y, negative)
 
 
 @register_jitable(inline="always")
 def softplus_scalar(x, params):
     # log(1 + e^x) = max(x, 0) + log1p(e^-|x|): exp never overflows.
-    y = np.float64(x)
+    y = as_float(x)
     t = log1p_exp_negative_abs(y)
     return select(y > 0, y + t, t)
 
@@ -207,19 +318,20 @@ def softplus_scalar(x, params):
 def sigmoid(x):
     # 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below, from e = exp(-|x|): never overflows.
     e = exp_nonpositive(-np.abs(x))
-    return select(x >= 0, 1.0, e) / (1.0 + e)
+    one = like(x, 1.0)
+    return select(x >= 0, one, e) / (one + e)
 
 
 @register_jitable
 def silu_scalar(x, params):
-    y = np.float64(x)
+    y = as_float(x)
     return y * sigmoid(y)
 
 
 @register_jitable(inline="always")
 def log_sigmoid_scalar(x, params):
     # log(sigmoid(x)) = min(x, 0) - log1p(e^-|x|).
-    y = np.float64(x)
+    y = as_float(x)
     t = log1p_exp_negative_abs(y)
     return select(y < 0, y - t, -t)
 

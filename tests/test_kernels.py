@@ -197,12 +197,14 @@ def _activation(name, x):
     return out
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("name", sorted(ACTIVATION_REFERENCES))
-def test_branch_free_activations_keep_nan_inf_and_signed_zeros(name):
+def test_branch_free_activations_keep_nan_inf_and_signed_zeros(name, dtype):
+    x = SPECIAL.astype(dtype)
     with np.errstate(all="ignore"):
-        expected = ACTIVATION_REFERENCES[name](SPECIAL)
-    result = _activation(name, SPECIAL)
-    np.testing.assert_allclose(result, expected, rtol=4e-16, atol=0)
+        expected = ACTIVATION_REFERENCES[name](x.astype(np.float64)).astype(dtype)
+    result = _activation(name, x)
+    np.testing.assert_allclose(result, expected, rtol=4e-16 if dtype == np.float64 else 3e-7, atol=0)
     np.testing.assert_array_equal(np.isnan(result), np.isnan(expected))
     zeros = expected == 0
     if name != "log_sigmoid":   # -log1p(e^-x) far out is -0.0, NumPy's formula gives 0.0 - 0.0
@@ -211,13 +213,14 @@ def test_branch_free_activations_keep_nan_inf_and_signed_zeros(name):
 
 @pytest.mark.parametrize("name", sorted(ACTIVATION_REFERENCES))
 @pytest.mark.parametrize("scale", [1e-6, 1.0, 10.0, 300.0])
-def test_branch_free_activations_are_within_a_few_ulps_in_float64_and_rounded_once_in_float32(name, scale):
+def test_branch_free_activations_are_within_a_few_ulps_in_float64_and_float32(name, scale):
     x = np.random.default_rng(4).normal(scale=scale, size=100_000)
     with np.errstate(all="ignore"):
         expected = ACTIVATION_REFERENCES[name](x)
     assert ulps(_activation(name, x), expected) <= 4.0
-    # float32 is computed in float64 and rounded once (the reference in float64 may differ by an ulp).
+    # sigmoid and tanh compute float32 in float64 and round once (the reference may differ by an ulp);
+    # the activations of kernels/activations.py compute it in float32.
     single = x.astype(np.float32)
     with np.errstate(all="ignore"):
         expected = ACTIVATION_REFERENCES[name](single.astype(np.float64)).astype(np.float32)
-    assert ulps(_activation(name, single), expected) <= 1.0
+    assert ulps(_activation(name, single), expected) <= (1.0 if name in ("sigmoid", "tanh") else 3.0)

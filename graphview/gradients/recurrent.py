@@ -2,13 +2,26 @@
 
 The gradient of the packed result (every section: the views the public functions return scatter
 into it) goes through one backpropagation-through-time op, then one op for the weight gradients of
-all steps; the input gradient is one batched product with w_ih. The pieces are views.
+all steps; the input gradient is one batched product with w_ih. The pieces are views, cut by the
+hidden size only (the weight gradients' columns count from the end), so the number of features may
+be unknown when built.
 """
+from graphview.errors import GraphviewError
 from graphview.ops.linalg import matmul
 from graphview.ops.recurrent import gru_backward, gru_op, gru_weight_gradients, lstm_backward, lstm_op, \
     lstm_weight_gradients
 from graphview.ops.shape import permute
 from graphview.registry import defvjp
+from graphview.shapes import format_shape
+
+
+def _hidden(op, out, h0, w_hh):
+    """The hidden size, from whichever input knows it."""
+    for size in (w_hh.shape[1], h0.shape[1], out.shape[3]):
+        if size is not None:
+            return size
+    raise GraphviewError(f"{op}: the hidden size (w_hh's or h0's second axis) must be known when built to take "
+                         f"gradients; w_hh has shape {format_shape(w_hh.shape)}, h0 {format_shape(h0.shape)}")
 
 
 def _input_gradient(gates, w_ih, width, layout):
@@ -18,22 +31,22 @@ def _input_gradient(gates, w_ih, width, layout):
 
 
 def _lstm(grad, out, x, h0, c0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
-    hidden, features = w_hh.shape[1], w_ih.shape[1]
+    hidden = _hidden("lstm", out, h0, w_hh)
     gates = lstm_backward(grad, out, h0, c0, w_hh, *lengths)
-    weights = lstm_weight_gradients(gates, x, h0, out, layout=layout)
-    bias = weights[:, features + hidden]
+    weights = lstm_weight_gradients(gates, x, h0, out, layout=layout)   # (4H, F + H + 1)
+    bias = weights[:, -1]
     return (_input_gradient(gates, w_ih, 4 * hidden, layout), gates[-1, :, :hidden],
-            gates[-1, :, hidden:2 * hidden], weights[:, :features], weights[:, features:features + hidden],
+            gates[-1, :, hidden:2 * hidden], weights[:, :-(hidden + 1)], weights[:, -(hidden + 1):-1],
             bias, bias) + (None,) * len(lengths)
 
 
 def _gru(grad, out, x, h0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
-    hidden, features = w_hh.shape[1], w_ih.shape[1]
+    hidden = _hidden("gru", out, h0, w_hh)
     gates = gru_backward(grad, out, h0, w_hh, *lengths)
-    weights = gru_weight_gradients(gates, x, h0, out, layout=layout)
+    weights = gru_weight_gradients(gates, x, h0, out, layout=layout)    # (3H, F + H + 2)
     return (_input_gradient(gates, w_ih, 3 * hidden, layout), gates[-1, :, :hidden],
-            weights[:, :features], weights[:, features:features + hidden], weights[:, features + hidden],
-            weights[:, features + hidden + 1]) + (None,) * len(lengths)
+            weights[:, :-(hidden + 2)], weights[:, -(hidden + 2):-2], weights[:, -2],
+            weights[:, -1]) + (None,) * len(lengths)
 
 
 defvjp(lstm_op, _lstm)

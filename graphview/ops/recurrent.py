@@ -42,36 +42,72 @@ LAYOUT = {"layout": Layout()}
 
 # --- shape and dtype rules ------------------------------------------------------------------------
 
-def _known(a, b):
-    return a is None or b is None or a == b
+def _spelled(terms):
+    """A pattern as the sizes' names: ``(4*hidden, hidden)``."""
+    def term(item):
+        if isinstance(item, int):
+            return str(item)
+        factor, name, offset = item
+        return (f"{factor}*" if factor != 1 else "") + name + (f" + {offset}" if offset else "")
+    return "(" + ", ".join(map(term, terms)) + ("," if len(terms) == 1 else "") + ")"
+
+
+def sizes_of(*specs):
+    """The sizes that every input's shape agrees on. Each spec is (label, shape, pattern); a pattern item
+    is an int (that size), a name, or (factor, name, offset): factor * size + offset. The first known
+    dim names a size; a shape of another rank, or a dim that disagrees with a size already named, is a
+    ShapeError naming the input, what it must be and the inputs that gave the sizes."""
+    sizes, sources = {}, {}
+    for label, shape, pattern in specs:
+        terms = [(1, item, 0) if isinstance(item, str) else item for item in pattern]
+        if len(shape) != len(terms):
+            raise ShapeError(f"{label} has shape {format_shape(shape)}; it must be {len(terms)}-D {_spelled(terms)}")
+        plain_first = sorted(zip(shape, terms), key=lambda pair: isinstance(pair[1], int) or pair[1][0] != 1)
+        for dim, term in plain_first:
+            if dim is None:
+                continue
+            if isinstance(term, int):
+                agrees = dim == term
+            elif term[1] in sizes:
+                agrees = dim == term[0] * sizes[term[1]] + term[2]
+            else:
+                agrees = dim >= term[2] and (dim - term[2]) % term[0] == 0
+                if agrees:
+                    sizes[term[1]], sources[term[1]] = (dim - term[2]) // term[0], label
+            if not agrees:
+                wanted = tuple(t if isinstance(t, int) else None if t[1] not in sizes else t[0] * sizes[t[1]] + t[2]
+                               for t in terms)
+                named = dict.fromkeys(t[1] for t in terms if not isinstance(t, int) and t[1] in sizes)
+                given = ", ".join(f"{name} {sizes[name]} from {sources[name]}" for name in named)
+                raise ShapeError(f"{label} has shape {format_shape(shape)}; it must be {_spelled(terms)} = "
+                                 f"{format_shape(wanted)}" + (f" ({given})" if given else ""))
+    return sizes
+
+
+def _x_pattern(layout):
+    return ("batch", "steps", "features") if layout == "btf" else ("steps", "batch", "features")
+
+
+def _lengths_spec(op, lengths):
+    if len(lengths) > 1:
+        raise ShapeError(f"{op} takes one lengths input, not {len(lengths)}")
+    return tuple(("lengths", shape, ("batch",)) for shape in lengths)
 
 
 def _check(op, gates, x, states, w_ih, w_hh, b_ih, b_hh, lengths, layout):
-    """(batch, steps, hidden) after checking every input's shape against the others."""
-    if len(x) != 3:
-        raise ShapeError(f"x has shape {format_shape(x)}; it must be 3-D ({layout})")
-    steps, batch, features = (x[1], x[0], x[2]) if layout == "btf" else x
+    """(batch, steps, hidden) after checking every input's shape against the others: batch and steps as
+    x gives them, as graph files record them."""
     if len(w_hh) != 2 or None in w_hh:
         raise ShapeError(f"w_hh has shape {format_shape(w_hh)}; it must be ({gates}*hidden, hidden), known when built")
     hidden = w_hh[1]
     if w_hh[0] != gates * hidden:
         raise ShapeError(f"w_hh has shape {format_shape(w_hh)}; with hidden size {hidden} it must be "
                          f"({gates * hidden}, {hidden})")
-    if len(w_ih) != 2 or not _known(w_ih[0], gates * hidden) or not _known(w_ih[1], features):
-        raise ShapeError(f"w_ih has shape {format_shape(w_ih)}; with hidden size {hidden} and {features} features it "
-                         f"must be ({gates * hidden}, {features})")
-    for label, bias in (("b_ih", b_ih), ("b_hh", b_hh)):
-        if len(bias) != 1 or not _known(bias[0], gates * hidden):
-            raise ShapeError(f"{label} has shape {format_shape(bias)}; it must be ({gates * hidden},)")
-    for label, state in states:
-        if len(state) != 2 or not _known(state[0], batch) or not _known(state[1], hidden):
-            raise ShapeError(f"{label} has shape {format_shape(state)}; it must be (batch, hidden) = "
-                             f"{format_shape((batch, hidden))}")
-    if len(lengths) > 1:
-        raise ShapeError(f"{op} takes one lengths input, not {len(lengths)}")
-    if lengths and (len(lengths[0]) != 1 or not _known(lengths[0][0], batch)):
-        raise ShapeError(f"lengths has shape {format_shape(lengths[0])}; it must be (batch,) = ({batch},)")
-    return batch, steps, hidden
+    gated = (gates, "hidden", 0)
+    sizes_of(("w_hh", w_hh, (gated, "hidden")), ("x", x, _x_pattern(layout)), ("w_ih", w_ih, (gated, "features")),
+             ("b_ih", b_ih, (gated,)), ("b_hh", b_hh, (gated,)),
+             *((label, state, ("batch", "hidden")) for label, state in states), *_lengths_spec(op, lengths))
+    return (x[0], x[1], hidden) if layout == "btf" else (x[1], x[0], hidden)
 
 
 def _packed(sections, batch, steps, hidden):
@@ -285,19 +321,28 @@ _NOT_DIFFERENTIABLE = ("Not differentiable: a dedicated backward kernel, so seco
                        "are not available.")
 
 
-def _gates_shape(sections, grad, packed, w_hh):
-    if len(packed) != 4 or packed[0] != sections or len(grad) != 4 or not all(map(_known, grad, packed)):
-        raise ShapeError(f"grad {format_shape(grad)} and packed {format_shape(packed)} must both be "
-                         f"({sections}, steps + 1, batch, hidden)")
-    return (packed[1], packed[2], 4 * packed[3] if packed[3] is not None else None)
+def _packed_specs(sections, grad, packed):
+    pattern = (sections, (1, "steps", 1), "batch", "hidden")
+    return (("packed", packed, pattern), ("grad", grad, pattern))
+
+
+def _gates_shape(packed):
+    """(T + 1, B, 4H) as packed gives them (as graph files record them): every step's gate gradients,
+    the states' in row T."""
+    return (packed[1], packed[2], None if packed[3] is None else 4 * packed[3])
 
 
 def _lstm_backward_shape(grad, packed, h0, c0, w_hh, *lengths):
-    return _gates_shape(LSTM_SECTIONS, grad, packed, w_hh)
+    sizes_of(*_packed_specs(LSTM_SECTIONS, grad, packed), ("h0", h0, ("batch", "hidden")),
+             ("c0", c0, ("batch", "hidden")), ("w_hh", w_hh, ((4, "hidden", 0), "hidden")),
+             *_lengths_spec("lstm_backward", lengths))
+    return _gates_shape(packed)
 
 
 def _gru_backward_shape(grad, packed, h0, w_hh, *lengths):
-    return _gates_shape(GRU_SECTIONS, grad, packed, w_hh)
+    sizes_of(*_packed_specs(GRU_SECTIONS, grad, packed), ("h0", h0, ("batch", "hidden")),
+             ("w_hh", w_hh, ((3, "hidden", 0), "hidden")), *_lengths_spec("gru_backward", lengths))
+    return _gates_shape(packed)
 
 
 def _lstm_backward_kernel(grad, packed, h0, c0, w_hh, *rest):
@@ -359,11 +404,12 @@ def _gru_backward_reference(grad, packed, h0, w_hh, *lengths):
 
 
 def _weight_gradients_shape(sections, gates_count, biases):
-    """(gates_count * H, F + H + biases): dW_ih, dW_hh and the bias gradients side by side."""
+    """(gates_count * H, F + H + biases): dW_ih, dW_hh and the bias gradients side by side, H as packed
+    and F as x give them (as graph files record them)."""
     def rule(gates, x, h0, packed, layout="btf"):
-        if len(x) != 3 or len(gates) != 3 or len(packed) != 4 or packed[0] != sections:
-            raise ShapeError(f"gates {format_shape(gates)}, x {format_shape(x)} and packed {format_shape(packed)} "
-                             "do not come from one recurrent op")
+        sizes_of(("packed", packed, (sections, (1, "steps", 1), "batch", "hidden")),
+                 ("gates", gates, ((1, "steps", 1), "batch", (4, "hidden", 0))), ("x", x, _x_pattern(layout)),
+                 ("h0", h0, ("batch", "hidden")))
         hidden, features = packed[3], x[2]
         size = None if hidden is None else gates_count * hidden
         return (size, None if features is None or hidden is None else features + hidden + biases)

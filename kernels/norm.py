@@ -33,6 +33,45 @@ def channel_moments(x, mean, var):
 
 
 @njit(**JIT)
+def masked_channel_moments(x, valid, mean, var):
+    """channel_moments over the (outer, inner) positions where ``valid`` (float64 0/1) is not 0; the
+    others are never read. Returns the number of valid positions."""
+    outer, channels, inner = x.shape
+    count = 0
+    for o in range(outer):
+        for k in range(inner):
+            if valid[o, k] != 0:
+                count += 1
+    for c in range(channels):
+        total = 0.0
+        for o in range(outer):
+            for k in range(inner):
+                if valid[o, k] != 0:
+                    total += x[o, c, k]
+        m = total / count if count > 0 else np.nan
+        squares = 0.0
+        for o in range(outer):
+            for k in range(inner):
+                if valid[o, k] != 0:
+                    d = x[o, c, k] - m
+                    squares += d * d
+        mean[c] = m
+        var[c] = squares / count if count > 0 else np.nan
+    return count
+
+
+@njit(**JIT)
+def zero_padding(out, valid):
+    """``out[o, c, k] = 0`` where ``valid[o, k]`` is 0."""
+    outer, channels, inner = out.shape
+    for o in range(outer):
+        for k in range(inner):
+            if valid[o, k] == 0:
+                for c in range(channels):
+                    out[o, c, k] = 0
+
+
+@njit(**JIT)
 def channel_affine(x, scale, shift, out):
     """``out[o, c, k] = x[o, c, k] * scale[c] + shift[c]`` (scale and shift float64)."""
     outer, channels, inner = x.shape
@@ -61,11 +100,11 @@ def channel_grad_sums(x, g, mean, invstd, sum_g, sum_gxhat):
 
 
 @njit(**JIT)
-def batch_norm_grad_input(x, g, mean, invstd, scale, sum_g, sum_gxhat, out):
+def batch_norm_grad_input(x, g, mean, invstd, scale, sum_g, sum_gxhat, count, out):
     """The input gradient of batch norm through the batch statistics (PyTorch's training backward):
-    ``out = scale * (g - sum_g / N - xhat * sum_gxhat / N)``, xhat = (x - mean) * invstd, N per channel."""
+    ``out = scale * (g - sum_g / N - xhat * sum_gxhat / N)``, xhat = (x - mean) * invstd, N = ``count``
+    values per channel."""
     outer, channels, inner = x.shape
-    count = outer * inner
     for o in range(outer):
         for c in range(channels):
             a = scale[c]

@@ -341,3 +341,87 @@ def test_a_graph_file_written_before_the_flag_loads_with_every_variable_trainabl
     assert [n.name for n in graph.nodes() if graph.is_trainable(n.name)] == ["w", "b"]
     report = gv.check_gradients(graph, placeholders)
     assert report.passed and set(report.variables) == {"w", "b"}
+
+
+# --- dims with lengths: batch statistics over the valid frames only -------------------------------
+
+def _bn_seq_graph(momentum=1.0, seed=0):
+    r = np.random.default_rng(seed)
+    time, feat = gv.Dim("time"), gv.Dim("feat", 2)
+    g = gv.Graph("bn-lengths")
+    x = g.placeholder("x", dims=(gv.batch_dim, time, feat), lengths={time: "n"})
+    gamma = g.var("gamma", r.uniform(0.5, 1.5, 2))
+    beta = g.var("beta", r.normal(size=2))
+    mean = g.var("running_mean", np.zeros(2), trainable=False)
+    var = g.var("running_var", np.ones(2), trainable=False)
+    y = g.nn.batch_norm(x, gamma, beta, mean, var, axis=-1, momentum=momentum, name="bn")
+    weights = g.constant("weights", r.normal(size=(2, 4, 2)))
+    g.set_loss(g.math.sum(g.math.sum(y * weights, axis=time)))   # masked by n: padding gets no gradient
+    return g, y, time
+
+
+def _valid_rows(x, n):
+    return np.concatenate([x[b, :n[b]] for b in range(len(n))])
+
+
+def test_batch_norm_over_a_dim_with_lengths_takes_statistics_over_the_valid_frames():
+    g, y, _ = _bn_seq_graph()
+    X = np.random.default_rng(5).normal(size=(2, 4, 2))
+    X[1, 1:] = 100.0
+    n = np.array([4, 1])
+    valid = _valid_rows(X, n)
+    GradientStep(g)({"x": X, "n": n})
+    np.testing.assert_allclose(g.value("running_mean"), valid.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(g.value("running_var"), valid.var(axis=0, ddof=1), rtol=1e-12)
+
+
+def test_masked_batch_norm_values_and_gradients_match_torch_on_the_valid_frames():
+    g, y, _ = _bn_seq_graph(momentum=0.1)
+    X = np.random.default_rng(6).normal(size=(2, 4, 2))
+    X[1, 2:] = np.nan                      # padding may hold anything
+    n = np.array([4, 2])
+    valid = _valid_rows(X, n)
+    tx = torch.tensor(valid, requires_grad=True)
+    gamma = torch.tensor(g.value("gamma"), requires_grad=True)
+    beta = torch.tensor(g.value("beta"), requires_grad=True)
+    ty = F.batch_norm(tx, torch.zeros(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64), gamma, beta,
+                      training=True)
+    weights = _valid_rows(g.value("weights"), n)
+    (ty * torch.tensor(weights)).sum().backward()
+    with runstate.training(0):
+        out = g.output({"x": X, "n": n}, [y])["bn"]
+        grads = g.calculate_gradients({"x": X, "n": n}, ["x", "gamma", "beta"])
+    np.testing.assert_allclose(_valid_rows(out, n), ty.detach().numpy(), rtol=1e-10, atol=1e-12)
+    assert (out[1, 2:] == 0).all()                     # the output is 0 at the padding
+    np.testing.assert_allclose(_valid_rows(grads["x"], n), tx.grad.numpy(), rtol=1e-9, atol=1e-12)
+    assert (grads["x"][1, 2:] == 0).all()
+    np.testing.assert_allclose(grads["gamma"], gamma.grad.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(grads["beta"], beta.grad.numpy(), rtol=1e-10)
+
+
+def test_masked_batch_norm_passes_gradient_checks_saves_and_unmasked_opts_out(tmp_path):
+    g, y, time = _bn_seq_graph()
+    X = np.random.default_rng(7).normal(size=(2, 4, 2))
+    n = np.array([4, 2])
+    assert len(y.node.inputs) == 6                     # x, gamma, beta, the statistics, the mask of time
+    with runstate.training(3):
+        report = gv.check_gradients(g, {"x": X, "n": n}, wrt=["x", "gamma", "beta"])
+        assert report.passed, str(report)
+    report = gv.check_gradients(g, {"x": X, "n": n}, wrt=["x", "gamma", "beta", "running_mean", "running_var"])
+    assert report.passed, str(report)
+    g.save(tmp_path / "bn")
+    loaded = gv.load(tmp_path / "bn")
+    np.testing.assert_allclose(loaded.output({"x": X, "n": n}, ["bn"])["bn"], g.output({"x": X, "n": n}, [y])["bn"])
+    GradientStep(loaded)({"x": X, "n": n})
+    np.testing.assert_allclose(loaded.value("running_mean"), _valid_rows(X, n).mean(axis=0), rtol=1e-12)
+    with gv.unmasked():
+        plain = g.nn.batch_norm(g["x"], None, None, g.constant("m0", np.zeros(2)),
+                                g.constant("v1", np.ones(2)), axis=-1)
+    assert len(plain.node.inputs) == 5
+
+
+def test_layer_norm_over_a_dim_with_lengths_is_refused():
+    g, y, time = _bn_seq_graph()
+    with pytest.raises(gv.DimError, match=r"layer_norm over axes \(1, 2\) of 'x': .*time.* has lengths.*unmasked"):
+        g.nn.layer_norm(g["x"], None, None, axis=(time, -1))
+    assert g.nn.layer_norm(g["x"], None, None, axis=-1).shape == (None, None, 2)   # over the features: fine

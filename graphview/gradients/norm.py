@@ -10,9 +10,10 @@ from graphview.ops.norm import BATCH_PARTS, LAYER_PARTS, batch_norm_grad, batch_
 from graphview.registry import defvjp
 
 
-def _batch_norm_vjp(g, out, x, gamma, beta, running_mean, running_var, axis=1, eps=1e-5):
-    return tuple(batch_norm_grad(x, gamma, running_mean, running_var, g, axis=axis, eps=eps, part=part)
-                 for part in BATCH_PARTS)
+def _batch_norm_vjp(g, out, x, gamma, beta, running_mean, running_var, *masks, axis=1, eps=1e-5):
+    """The masks (the dims with lengths, see ops/norm.py) get no gradient."""
+    return tuple(batch_norm_grad(x, gamma, running_mean, running_var, g, *masks, axis=axis, eps=eps, part=part)
+                 for part in BATCH_PARTS) + (None,) * len(masks)
 
 
 def _layer_norm_vjp(g, out, x, gamma, beta, axis=-1, eps=1e-5):

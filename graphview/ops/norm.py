@@ -15,14 +15,13 @@ Both ops' gradients are dedicated backward kernels (``batch_norm_grad``,
 ``layer_norm_grad``, in kernels/norm.py), marked non-differentiable: first
 derivatives only. Their rules are in graphview/gradients/norm.py.
 """
-import math
-
 import numpy as np
 
 from graphview import attributes, dtypes
 from graphview.errors import GraphviewError, OpArgumentError, ShapeError
-from graphview.ops.norm_common import (Choice, Positive, default, f64, grouped, restore, static_axes, target_of,
-                                       training)
+from graphview.ops.norm_common import (Choice, Positive, check_masks, default, f64, grouped, length_masks,
+                                       masked_pair, refuse_lengths, restore, sample_mask, static_axes, target_of,
+                                       training, valid_full, valid_weights)
 from graphview.registry import defop, graph_of, public
 from graphview.shapes import format_shape, normalize_axes, normalize_axis
 from graphview.testing import Sample, strided, transposed
@@ -48,9 +47,10 @@ def _check_per_channel(op, x, axis, **vectors):
                              f"per channel of x {format_shape(x)} along axis {axis}")
 
 
-def _batch_norm_shape(x, gamma, beta, running_mean, running_var, axis=1, eps=1e-5):
+def _batch_norm_shape(x, gamma, beta, running_mean, running_var, *masks, axis=1, eps=1e-5):
     _check_per_channel("batch_norm", x, axis, gamma=gamma, beta=beta, running_mean=running_mean,
                        running_var=running_var)
+    check_masks("batch_norm", x, masks)
     return x
 
 
@@ -60,34 +60,43 @@ def _batch_statistics(x3):
     return mean, var
 
 
-def _statistics(x3, running_mean, running_var, shape):
-    """The batch's mean and biased variance in a training step, else the running ones (float64)."""
+def _statistics(x3, running_mean, running_var, shape, valid=None):
+    """The batch's mean and biased variance in a training step, else the running ones (float64), and the
+    number of values per channel they are over (the valid ones, with masks)."""
+    count = x3.shape[0] * x3.shape[2]
     if not training():
-        return f64(running_mean), f64(running_var)
-    if x3.shape[0] * x3.shape[2] <= 1:
+        return f64(running_mean), f64(running_var), count
+    if count <= 1:
         raise ShapeError(f"batch norm needs more than 1 value per channel in a training step, got an input of "
                          f"shape {format_shape(shape)}")
-    return _batch_statistics(x3)
+    if valid is None:
+        return _batch_statistics(x3) + (count,)
+    mean, var = np.empty(x3.shape[1]), np.empty(x3.shape[1])
+    return mean, var, kernels.masked_channel_moments(x3, valid, mean, var)
 
 
 def _channels(x, axis):
     return grouped(x, (normalize_axis(axis, x.ndim),))[0]
 
 
-def _batch_norm_kernel(x, gamma, beta, running_mean, running_var, out, axis=1, eps=1e-5):
-    x3 = _channels(x, axis)
-    mean, var = _statistics(x3, running_mean, running_var, x.shape)
+def _batch_norm_kernel(x, gamma, beta, running_mean, running_var, *arrays, axis=1, eps=1e-5):
+    *masks, out = arrays
+    x3, valid = _channels(x, axis), valid_weights(x.shape, axis, masks)
+    mean, var, _ = _statistics(x3, running_mean, running_var, x.shape, valid)
     scale = f64(gamma) / np.sqrt(var + eps)
-    kernels.channel_affine(x3, scale, f64(beta) - mean * scale, out.reshape(x3.shape))
+    out3 = out.reshape(x3.shape)
+    kernels.channel_affine(x3, scale, f64(beta) - mean * scale, out3)
+    if valid is not None:
+        kernels.zero_padding(out3, valid)
 
 
-def _batch_norm_reference(x, gamma, beta, running_mean, running_var, axis=1, eps=1e-5):
+def _batch_norm_reference(x, gamma, beta, running_mean, running_var, *masks, axis=1, eps=1e-5):
     shape = [1] * x.ndim
     shape[axis] = -1
     xs = x.astype(np.float64)
     y = ((xs - running_mean.reshape(shape)) / np.sqrt(running_var.reshape(shape) + eps) * gamma.reshape(shape)
          + beta.reshape(shape))
-    return y.astype(np.result_type(x, gamma, beta, running_mean, running_var))
+    return np.where(valid_full(x, masks), y, 0).astype(np.result_type(x, gamma, beta, running_mean, running_var))
 
 
 def _channel_inputs(r, shape, axis, dtype):
@@ -112,6 +121,9 @@ def _batch_norm_samples():
     samples.append(Sample((strided(x), *rest), {"axis": 1}, label="strided"))
     samples.append(Sample((np.zeros((0, 3)),) + _channel_inputs(r, (2, 3), 1, np.float64)[1:], {"axis": 1},
                           label="empty batch"))
+    x, *rest = _channel_inputs(r, (3, 4, 2), 2, np.float64)
+    samples.append(Sample((x, *rest, sample_mask((3, 4, 1), [4, 1, 0])), {"axis": -1}, label="masked",
+                          constant_inputs=(5,)))
     return samples
 
 
@@ -125,16 +137,20 @@ batch_norm_op = defop(
         "derivatives only).")
 
 
-def _batch_norm_grad_shape(x, gamma, running_mean, running_var, grad, axis=1, eps=1e-5, part="x"):
+def _batch_norm_grad_shape(x, gamma, running_mean, running_var, grad, *masks, axis=1, eps=1e-5, part="x"):
     _check_per_channel("batch_norm_grad", x, axis, gamma=gamma, running_mean=running_mean, running_var=running_var)
+    check_masks("batch_norm_grad", x, masks)
     if len(grad) != len(x) or any(None not in (g, s) and g != s for g, s in zip(grad, x)):
         raise ShapeError(f"grad has shape {format_shape(grad)}, x {format_shape(x)}; they must be the same")
     return x if part == "x" else (_channel_count(x, axis),)
 
 
-def _batch_norm_grad_kernel(x, gamma, running_mean, running_var, grad, out, axis=1, eps=1e-5, part="x"):
-    x3, g3 = _channels(x, axis), _channels(grad, axis)
-    mean, var = _statistics(x3, running_mean, running_var, x.shape)
+def _batch_norm_grad_kernel(x, gamma, running_mean, running_var, grad, *arrays, axis=1, eps=1e-5, part="x"):
+    *masks, out = arrays
+    x3, g3, valid = _channels(x, axis), _channels(grad, axis), valid_weights(x.shape, axis, masks)
+    mean, var, count = _statistics(x3, running_mean, running_var, x.shape, valid)
+    if valid is not None:   # padding: x at the mean, gradient 0, so no sum reads it
+        x3, g3 = masked_pair(x3, g3, valid, mean)
     batch = training()
     invstd = 1.0 / np.sqrt(var + eps)
     scale = f64(gamma) * invstd
@@ -144,7 +160,10 @@ def _batch_norm_grad_kernel(x, gamma, running_mean, running_var, grad, out, axis
     sum_g, sum_gxhat = np.empty_like(scale), np.empty_like(scale)
     kernels.channel_grad_sums(x3, g3, mean, invstd, sum_g, sum_gxhat)
     if part == "x":
-        kernels.batch_norm_grad_input(x3, g3, mean, invstd, scale, sum_g, sum_gxhat, out.reshape(x3.shape))
+        out3 = out.reshape(x3.shape)
+        kernels.batch_norm_grad_input(x3, g3, mean, invstd, scale, sum_g, sum_gxhat, count, out3)
+        if valid is not None:
+            kernels.zero_padding(out3, valid)
     elif part == "gamma":
         out[...] = sum_gxhat
     elif part == "beta":
@@ -157,7 +176,8 @@ def _batch_norm_grad_kernel(x, gamma, running_mean, running_var, grad, out, axis
         out[...] = -0.5 * scale * invstd * sum_gxhat
 
 
-def _batch_norm_grad_reference(x, gamma, running_mean, running_var, grad, axis=1, eps=1e-5, part="x"):
+def _batch_norm_grad_reference(x, gamma, running_mean, running_var, grad, *masks, axis=1, eps=1e-5, part="x"):
+    grad = np.where(valid_full(x, masks), grad, 0).astype(grad.dtype)
     shape = [1] * x.ndim
     shape[axis] = -1
     others = tuple(a for a in range(x.ndim) if a != axis % x.ndim)
@@ -185,6 +205,10 @@ def _batch_norm_grad_samples():
     x, gamma, _, mean, var = _channel_inputs(r, (4, 3), 1, np.float64)
     samples.append(Sample((transposed(x), gamma, mean, var, strided(r.normal(size=(4, 3)))), {"part": "gamma"},
                           label="strided"))
+    for part in ("x", "running_var"):
+        x, gamma, _, mean, var = _channel_inputs(r, (3, 4, 2), 2, np.float64)
+        samples.append(Sample((x, gamma, mean, var, r.normal(size=x.shape), sample_mask((3, 4, 1), [4, 2, 0])),
+                              {"axis": -1, "part": part}, label=f"masked {part}", constant_inputs=(5,)))
     return samples
 
 
@@ -197,37 +221,42 @@ batch_norm_grad = defop(
         "statistics in a training step (PyTorch's backward), the running ones elsewhere; not differentiable.")
 
 
-def _moments_shape(x, axis=1):
+def _moments_shape(x, *masks, axis=1):
+    check_masks("batch_norm_moments", x, masks)
     return (2, _channel_count(x, axis))
 
 
-def _moments_kernel(x, out, axis=1):
-    x3 = _channels(x, axis)
-    mean, var = _batch_statistics(x3)
-    count = x3.shape[0] * x3.shape[2]
+def _moments_kernel(x, *arrays, axis=1):
+    *masks, out = arrays
+    x3, valid = _channels(x, axis), valid_weights(x.shape, axis, masks)
+    if valid is None:
+        mean, var = _batch_statistics(x3)
+        count = x3.shape[0] * x3.shape[2]
+    else:
+        mean, var = np.empty(x3.shape[1]), np.empty(x3.shape[1])
+        count = kernels.masked_channel_moments(x3, valid, mean, var)
     out[0] = mean
     out[1] = var * (count / (count - 1)) if count > 1 else np.nan
 
 
-def _moments_reference(x, axis=1):
+def _moments_reference(x, *masks, axis=1):
     axis = axis % x.ndim
-    others = tuple(a for a in range(x.ndim) if a != axis)
-    count = math.prod(x.shape[a] for a in others)
-    xs = x.astype(np.float64)
-    mean = np.mean(xs, axis=others)
-    var = np.var(xs, axis=others) * count / (count - 1)
-    return np.stack([mean, var])
+    xs = np.moveaxis(x.astype(np.float64), axis, -1)
+    values = xs[np.moveaxis(valid_full(x, masks), axis, -1)].reshape(-1, x.shape[axis])
+    count = len(values)
+    return np.stack([np.mean(values, axis=0), np.var(values, axis=0) * count / (count - 1)])
 
 
 def _moments_samples():
     r = np.random.default_rng(1603)
     x = r.normal(size=(4, 3, 5))
     return [Sample((x,), {"axis": 1}, label="float64"), Sample((x.astype(np.float32),), {"axis": -1}, label="float32"),
-            Sample((transposed(x[0]),), {"axis": 0}, label="transposed")]
+            Sample((transposed(x[0]),), {"axis": 0}, label="transposed"),
+            Sample((x, sample_mask((4, 3, 1), [3, 1, 2, 0])), {"axis": -1}, label="masked", constant_inputs=(1,))]
 
 
 batch_norm_moments = defop(
-    "batch_norm_moments", shape=_moments_shape, kernel=_moments_kernel, dtype=lambda x, axis=1: dtypes.FLOAT64,
+    "batch_norm_moments", shape=_moments_shape, kernel=_moments_kernel, dtype=lambda x, *m, axis=1: dtypes.FLOAT64,
     accepts=dtypes.FLOATS, differentiable=False, samples=_moments_samples, reference=_moments_reference,
     family="norm", attrs={"axis": attributes.Axis()},
     doc="Per channel: the batch mean (row 0) and unbiased variance (row 1), float64, for batch_norm's "
@@ -307,10 +336,11 @@ def batch_norm(x, gamma, beta, running_mean, running_var, axis=1, momentum=0.1, 
         channel_axis = static_axes(x, axis)
         gamma = default(graph, gamma, x, channel_axis, 1.0, "gamma")
         beta = default(graph, beta, x, channel_axis, 0.0, "beta")
-    out = batch_norm_op(x, gamma, beta, running_mean, running_var, name=name, axis=axis, eps=eps)
+    masks = length_masks(x, axis)
+    out = batch_norm_op(x, gamma, beta, running_mean, running_var, *masks, name=name, axis=axis, eps=eps)
     if updated:
         base = out.name.rsplit("/", 1)[-1]     # the scope is added again when the names are made
-        moments = batch_norm_moments(x, name=f"{base}_moments", axis=axis)
+        moments = batch_norm_moments(x, *masks, name=f"{base}_moments", axis=axis)
         for row, (label, stat) in enumerate(stats.items()):
             if label in updated:
                 node = batch_norm_update_(stat, moments, name=f"{base}_update_{label}", momentum=momentum, row=row)
@@ -452,6 +482,7 @@ def layer_norm(x, gamma, beta, axis=-1, eps=1e-5, *, name=None):
     along those axes get mean 0 and variance 1 (biased, plus ``eps``), then ``* gamma + beta``; gamma
     and beta have the normalized axes' shape (in axis order; PyTorch's normalized_shape for the last
     axes), or are None (1 and 0). The gradient is a dedicated backward kernel (first derivatives only)."""
+    refuse_lengths("layer_norm", x, static_axes(x, axis))
     if gamma is None or beta is None:
         graph = graph_of((x, gamma, beta), "layer_norm")
         axes = static_axes(x, axis)

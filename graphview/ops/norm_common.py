@@ -6,10 +6,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphview import attributes, dtypes, runstate
-from graphview.dims import Dim
+from graphview.dims import Dim, DimError
 from graphview.errors import ShapeError
+from graphview.layouts import table
 from graphview.layouts.table import axis_of
-from graphview.shapes import format_shape, normalize_axes
+from graphview.ops.masked import mask_of
+from graphview.ops.math import cast
+from graphview.shapes import format_shape, normalize_axes, normalize_axis
 from graphview_kernels.elementwise import copy as copy_kernel
 
 
@@ -95,3 +98,71 @@ def static_axes(x, axis):
     listed = axis if isinstance(axis, (tuple, list)) else (axis,)
     found = tuple(axis_of(x, item, "normalization") if isinstance(item, Dim) else item for item in listed)
     return normalize_axes(found, len(x.shape))
+
+
+# --- dims with lengths -----------------------------------------------------------------------
+
+def length_masks(x, axis):
+    """For batch_norm: one 0/1 mask (x's float dtype, the shape of gv.mask_of) per dim with lengths
+    among the axes of x other than the channel ``axis``; [] inside ``gv.unmasked()``."""
+    dynamic = table.dynamic_axes(x) if table.masking_enabled() else []
+    if not dynamic:
+        return []
+    kept = static_axes(x, axis)
+    dtype = x.dtype.name if dtypes.is_float(x.dtype) else "float64"
+    return [cast(mask_of(x, dim), dtype=dtype) for found, dim, _ in dynamic if found not in kept]
+
+
+def refuse_lengths(op, x, axes):
+    """A DimError when ``axes`` of x (normalized over) hold a dim with lengths, masking being on."""
+    hit = [dim for axis, dim, _ in table.dynamic_axes(x) if axis in axes] if table.masking_enabled() else []
+    if hit:
+        raise DimError(f"{op} over axes {axes} of {x.name!r}: {hit[0]!r} has lengths, and {op} has no masked form, "
+                       f"so its statistics would include the padding; normalize over other axes, or build it "
+                       f"inside gv.unmasked() to include the padding")
+
+
+def check_masks(op, x, masks):
+    """Each mask must broadcast to x (same rank; 1 or x's size on each axis)."""
+    for position, mask in enumerate(masks):
+        if len(mask) != len(x) or any(m not in (1, None) and s is not None and m != s for m, s in zip(mask, x)):
+            raise ShapeError(f"{op}: mask {position} has shape {format_shape(mask)}, which does not broadcast to "
+                             f"x {format_shape(x)}")
+
+
+def valid_weights(shape, axis, masks):
+    """The masks as one C-contiguous float64 (outer, inner) array of 0/1 around the channel ``axis`` (the
+    grouping of :func:`grouped`), or None without masks."""
+    if not masks:
+        return None
+    axis = normalize_axis(axis, len(shape))
+    rest = tuple(shape[:axis]) + tuple(shape[axis + 1:])
+    valid = np.ones(rest, bool)
+    for mask in masks:
+        mask = np.asarray(mask)
+        if mask.shape[axis] == 0:
+            continue
+        valid &= np.broadcast_to(mask.take(0, axis=axis) != 0, rest)
+    return np.ascontiguousarray(valid.reshape(math.prod(shape[:axis]), math.prod(shape[axis + 1:])),
+                                dtype=np.float64)
+
+
+def masked_pair(x3, g3, valid, mean):
+    """x3 with its mean at the padding (so xhat is 0 there) and g3 with 0 there: sums over them are
+    over the valid entries only, whatever the padding holds."""
+    keep = valid[:, None, :] != 0
+    return (np.where(keep, x3, mean[None, :, None].astype(x3.dtype)),
+            np.where(keep, g3, np.zeros((), g3.dtype)))
+
+
+def valid_full(x, masks):
+    """The masks broadcast to x's shape and joined (the NumPy references' form)."""
+    valid = np.ones(x.shape, bool)
+    for mask in masks:
+        valid &= np.broadcast_to(mask != 0, x.shape)
+    return valid
+
+
+def sample_mask(shape, lengths, dtype=np.float64):
+    """A (batch, time, 1...) 0/1 mask of the given lengths, axis 1 the time axis (for samples)."""
+    return (np.arange(shape[1])[None, :] < np.asarray(lengths)[:, None]).astype(dtype).reshape(shape)

@@ -418,3 +418,13 @@ def test_gradients_when_w_ih_or_the_features_are_unknown_when_built(kind):
     got = g.calculate_gradients({"x": values[0]}, names[1:])
     for name in got:
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-12, atol=1e-14, err_msg=name)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_a_second_derivative_through_the_recurrent_ops_is_refused_not_silently_zero(kind):
+    g, results = build(kind, inputs(kind))
+    g.set_loss(g.math.sum(g.math.square(results[0])))
+    gradient = g.gradient_graph([NAMES[kind][0]])
+    gradient.graph.set_loss(gradient.graph.math.sum(gradient.graph.math.square(gradient.gradients[NAMES[kind][0]])))
+    with pytest.raises(gv.GraphviewError, match=f"cannot differentiate through {kind}_backward"):
+        gradient.graph.calculate_gradients({}, [NAMES[kind][-4]])

@@ -469,24 +469,24 @@ _LSTM_SOURCE = _backward_samples(lstm_op, False)
 _GRU_SOURCE = _backward_samples(gru_op, True)
 
 lstm_backward = defop("lstm_backward", shape=_lstm_backward_shape, dtype=_lengths_dtype(5), kernel=_lstm_backward_kernel,
-                      differentiable=False, promote="float", promote_inputs=tuple(range(5)), accepts=dtypes.FLOATS,
+                      no_gradient=_NOT_DIFFERENTIABLE, promote="float", promote_inputs=tuple(range(5)), accepts=dtypes.FLOATS,
                       samples=_backward_op_samples(_LSTM_SOURCE), reference=_lstm_backward_reference,
                       family="recurrent", doc="lstm's backpropagation through time: the gate pre-activation "
                       "gradients of every step (T+1, B, 4H), dh0 and dc0 in row T. " + _NOT_DIFFERENTIABLE)
 gru_backward = defop("gru_backward", shape=_gru_backward_shape, dtype=_lengths_dtype(4), kernel=_gru_backward_kernel,
-                     differentiable=False, promote="float", promote_inputs=tuple(range(4)), accepts=dtypes.FLOATS,
+                     no_gradient=_NOT_DIFFERENTIABLE, promote="float", promote_inputs=tuple(range(4)), accepts=dtypes.FLOATS,
                      samples=_backward_op_samples(_GRU_SOURCE), reference=_gru_backward_reference,
                      family="recurrent", doc="gru's backpropagation through time: the r, z, n and W_hn h + b_hn "
                      "gradients of every step (T+1, B, 4H), dh0 in row T. " + _NOT_DIFFERENTIABLE)
 lstm_weight_gradients = defop(
     "lstm_weight_gradients", shape=_weight_gradients_shape(LSTM_SECTIONS, 4, 1),
-    kernel=_weight_gradients_kernel(kernels.lstm_weight_gradients), differentiable=False, promote="float",
+    kernel=_weight_gradients_kernel(kernels.lstm_weight_gradients), no_gradient=_NOT_DIFFERENTIABLE, promote="float",
     accepts=dtypes.FLOATS, samples=_weight_op_samples(_LSTM_SOURCE), reference=_weight_gradients_reference(False),
     family="recurrent", attrs=LAYOUT,
     doc="lstm's weight gradients over all steps, (4H, F+H+1): dW_ih | dW_hh | db. " + _NOT_DIFFERENTIABLE)
 gru_weight_gradients = defop(
     "gru_weight_gradients", shape=_weight_gradients_shape(GRU_SECTIONS, 3, 2),
-    kernel=_weight_gradients_kernel(kernels.gru_weight_gradients), differentiable=False, promote="float",
+    kernel=_weight_gradients_kernel(kernels.gru_weight_gradients), no_gradient=_NOT_DIFFERENTIABLE, promote="float",
     accepts=dtypes.FLOATS, samples=_weight_op_samples(_GRU_SOURCE), reference=_weight_gradients_reference(True),
     family="recurrent", attrs=LAYOUT,
     doc="gru's weight gradients over all steps, (3H, F+H+2): dW_ih | dW_hh | db_ih | db_hh. " + _NOT_DIFFERENTIABLE)

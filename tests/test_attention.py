@@ -109,6 +109,7 @@ def test_key_lengths_mask_through_the_masked_softmax(causal):
         key_mask = key_mask & np.tril(np.ones((4, 6), bool))
     expected = _torch(qa, ka, va, key_mask)
     rows = np.broadcast_to(key_mask, (3, 4, 6)).any(axis=-1)
+    rows &= np.arange(4)[None, :] < feeds["query_len"][:, None]   # a padded query is read as 0
     np.testing.assert_allclose(got[rows], expected[rows], rtol=1e-12, atol=1e-12)   # NaN padding is not read
 
 
@@ -320,7 +321,7 @@ def test_multi_head_attention_refuses_heads_that_do_not_divide():
     w = g.var("w", np.zeros((6, 6)))
     with pytest.raises(gv.ShapeError, match="query projects to 6 features, which 4 heads do not divide"):
         g.nn.multi_head_attention(x, x, x, 4, w, w, w, w)
-    with pytest.raises(gv.ShapeError, match="num_heads must be an int >= 1, not 0"):
+    with pytest.raises(gv.OpArgumentError, match="multi_head_attention: num_heads must be an int >= 1, not 0"):
         g.nn.multi_head_attention(x, x, x, 0, w, w, w, w)
 
 
@@ -341,3 +342,73 @@ def test_softmax_over_several_axes_has_second_derivatives():
     first = g.gradient_graph(["x"])
     first.graph.set_loss(first.graph.math.sum(first.graph.math.sin(first.gradients["x"])))
     assert gv.check_gradients(first.graph, {}, wrt=["x"]).passed
+
+
+# --- review fixes ---------------------------------------------------------------------------------
+
+def _keys_with_lengths(g, dtype=np.float64):
+    key, model = gv.Dim("key"), gv.Dim("model", 4)
+    return g.placeholder("k", dims=(gv.batch_dim, key, model), lengths={key: "key_len"}, dtype=dtype)
+
+
+def _cross_feeds():
+    qa, ka, key_len = R.normal(size=(3, 2, 4)), R.normal(size=(3, 5, 4)), np.array([5, 2, 1])
+    padded = ka.copy()
+    for b, n in enumerate(key_len):
+        padded[b, n:] = np.nan
+    key_mask = np.arange(5)[None, None, :] < key_len[:, None, None]
+    return {"q": qa, "k": padded, "key_len": key_len}, qa, ka, key_mask
+
+
+def test_keys_with_lengths_mask_a_query_without_dims():
+    g = gv.Graph()
+    q, k = g.placeholder("q", (None, 2, 4)), _keys_with_lengths(g)
+    out = g.nn.scaled_dot_product_attention(q, k, k)
+    assert gv.dims_of(out)[0] == gv.batch_dim and "masked_softmax" in [n.op for n in g.nodes()]
+    feeds, qa, ka, key_mask = _cross_feeds()
+    np.testing.assert_allclose(g.output(feeds, [out])[out.name], _torch(qa, ka, ka, key_mask), rtol=1e-12, atol=1e-12)
+
+
+def test_multi_head_attention_masks_keys_for_a_query_without_dims():
+    module, weights = _torch_heads(np.float64, model_dim=4, heads=2)
+    g = gv.Graph()
+    q, k = g.placeholder("q", (None, 2, 4)), _keys_with_lengths(g)
+    names = ["w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o"]
+    out = g.nn.multi_head_attention(q, k, k, 2, *(g.var(n, w) for n, w in zip(names, weights)))
+    feeds, qa, ka, key_mask = _cross_feeds()
+    expected, _ = module(*map(torch.from_numpy, (qa, ka, ka)), key_padding_mask=torch.from_numpy(~key_mask[:, 0]))
+    np.testing.assert_allclose(g.output(feeds, [out])[out.name], expected.detach().numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_a_numpy_mask_serves_several_layers():
+    g = gv.Graph()
+    x = g.placeholder("x", (2, 3, 4))
+    mask = np.tril(np.ones((3, 3), bool))
+    first = g.nn.scaled_dot_product_attention(x, x, x, mask=mask)
+    second = g.nn.scaled_dot_product_attention(first, first, first, mask=mask)
+    xa = R.normal(size=(2, 3, 4))
+    expected = _torch(*(_torch(xa, xa, xa, mask),) * 3, mask)
+    np.testing.assert_allclose(g.output({"x": xa}, [second])[second.name], expected, rtol=1e-12, atol=1e-12)
+
+
+def test_nan_padding_of_q_and_k_leaves_values_and_gradients_finite():
+    g, q, k, v, dims = _sequences()
+    out = g.nn.scaled_dot_product_attention(q, k, v)
+    g.set_loss(g.math.sum(g.math.square(out)))
+    feeds, _, key_len = _padded_feeds()
+    for b, n in enumerate(feeds["query_len"]):
+        feeds["q"][b, n:] = np.nan
+    assert np.isfinite(g.output(feeds, [out])[out.name]).all()
+    grads = g.calculate_gradients(feeds, ["q", "k", "v"])
+    assert all(np.isfinite(value).all() for value in grads.values())
+    for b, n in enumerate(feeds["query_len"]):
+        assert not grads["q"][b, n:].any()
+    for b, n in enumerate(key_len):
+        assert not grads["k"][b, n:].any() and not grads["v"][b, n:].any()
+
+
+def test_docstrings_say_what_the_code_does():
+    sdpa = " ".join(gv.Graph().nn.scaled_dot_product_attention.__doc__.split())
+    assert "a row with no True gives 0" in sdpa and "NaN, as PyTorch" not in sdpa
+    heads = " ".join(gv.Graph().nn.multi_head_attention.__doc__.split())
+    assert "OPPOSITE of ``nn.MultiheadAttention``'s ``attn_mask`` and ``key_padding_mask``" in heads

@@ -13,7 +13,7 @@ import numpy as np
 
 from graphview import dtypes
 from graphview.dims import batch_dim
-from graphview.errors import DTypeError, ShapeError
+from graphview.errors import DTypeError, OpArgumentError, ShapeError
 from graphview.layouts import table
 from graphview.layouts.ops import merge_axes_copy, split_axis
 from graphview.ops.linalg import matmul, transpose
@@ -71,14 +71,32 @@ def _check(q, k, v, mask):
                          "float (added to the scores)")
 
 
-def _padding_zeroed(v):
-    """v with the padding of its key dim set to 0 when that dim has lengths: the masked softmax gives the
-    padded keys weight 0, and 0 * NaN would still be NaN."""
-    dims = table.dims_of(v)
-    key = dims[-2]
-    if key is None or key.size is not None or batch_dim not in dims or table.lengths_of(v.graph, key) is None:
-        return v
-    return where(mask_of(v, key), v, 0.0)
+def _padding_zeroed(x):
+    """x with the padding of its length axis (-2) set to 0 when that dim has lengths. The masked softmax
+    gives padded keys weight 0, but 0 * NaN is still NaN: a NaN in v's padding would reach the output,
+    and one in q's or k's padding the gradients of every entry (through dscores @ k and dscores^T @ q)."""
+    dims = table.dims_of(x)
+    dim = dims[-2]
+    if dim is None or dim.size is not None or batch_dim not in dims or table.lengths_of(x.graph, dim) is None:
+        return x
+    return where(mask_of(x, dim), x, 0.0)
+
+
+def _scores_dims(scores, q, k):
+    """Tag the scores' axes matmul's dims rule leaves unknown: the key axis from k (when q has fewer axes)
+    and each leading axis from k's (aligned from the end, as broadcasting aligns them) where q has no dim
+    there. So keys with lengths are masked also when q is a plain placeholder (cross-attention): the
+    scores' batch axis is the one that broadcasts against k's."""
+    dims, q_dims, k_dims = list(table.dims_of(scores)), table.dims_of(q), table.dims_of(k)
+    wanted = [None] * (len(dims) - len(q_dims)) + list(q_dims[:-2]) + [q_dims[-2], k_dims[-2]]
+    lead = len(dims) - len(k_dims)
+    for axis, dim in enumerate(k_dims[:-2]):
+        if wanted[lead + axis] is None and dim is not None and k.shape[axis] in (None, scores.shape[lead + axis]):
+            wanted[lead + axis] = dim
+    merged = tuple(d if d is not None else w for d, w in zip(dims, wanted))
+    if merged != tuple(dims):
+        table.set_dims(scores, merged)
+    return scores
 
 
 @public("nn")
@@ -87,12 +105,16 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None, *
 
     q is (..., Lq, E), k (..., Lk, E), v (..., Lk, Ev); the leading axes broadcast. ``scale`` defaults
     to 1 / sqrt(E). ``mask`` broadcasts to (..., Lq, Lk): bool (True: attend; a row with no True gives
-    NaN, as PyTorch) or float (added to the scores). ``causal=True`` lets query i attend keys j <= i
-    (PyTorch's is_causal; here it may be combined with ``mask``). When k's key axis is a gv.Dim with
-    lengths, padded keys get weight 0 (the softmax over them is masked) and v's padding is not read.
+    0, as PyTorch 2.x's safe softmax) or float (added to the scores); a NumPy mask becomes an auto-named
+    constant. ``causal=True`` lets query i attend keys j <= i (PyTorch's is_causal; here it may be
+    combined with ``mask``). When k's key axis is a gv.Dim with
+    lengths, padded keys get weight 0 (the softmax over them is masked) and v's padding is not read; the
+    padding of q's and k's length dims is read as 0, so NaN there leaves values and gradients finite.
+    When q has no dims (a plain placeholder), the scores take k's batch dim on the axis that broadcasts
+    against it, so k's lengths still mask.
     """
     if isinstance(mask, (np.ndarray, list, tuple, bool, np.bool_)):
-        mask = q.graph.constant("attention_mask", np.asarray(mask))
+        mask = q.graph.constant_like(np.asarray(mask), None)
     _check(q, k, v, mask)
     if scale is None:
         if q.shape[-1] is None:
@@ -100,8 +122,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None, *
                              f"(shape {q.shape}); give scale=")
         scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
     rank = len(k.shape)
-    keys_last = permute(k, tuple(range(rank - 2)) + (rank - 1, rank - 2))
-    scores = mul(matmul(q, keys_last), float(scale))
+    keys_last = permute(_padding_zeroed(k), tuple(range(rank - 2)) + (rank - 1, rank - 2))
+    scores = mul(_scores_dims(matmul(_padding_zeroed(q), keys_last), q, k), float(scale))
     if causal:
         scores = where(causal_mask(scores), scores, -np.inf)
     if mask is not None:
@@ -136,10 +158,14 @@ def multi_head_attention(query, key, value, num_heads, w_q, w_k, w_v, w_o, b_q=N
     """PyTorch's multi-head attention (``nn.MultiheadAttention(batch_first=True)``) with its weights given:
     query (..., Lq, D), key (..., Lk, Dk), value (..., Lk, Dv); ``w_q``, ``w_k``, ``w_v`` (D, D / Dk / Dv)
     and ``w_o`` (D, D) as ``nn.Linear`` weights (out, in), biases (D,). Each head is
-    :func:`scaled_dot_product_attention` over D / num_heads features; ``mask`` (bool: True attends, or
-    float) broadcasts to (..., num_heads, Lq, Lk); a key dim with lengths masks every head."""
+    :func:`scaled_dot_product_attention` over D / num_heads features; ``mask`` (bool or float) broadcasts
+    to (..., num_heads, Lq, Lk); a key dim with lengths masks every head (PyTorch's key_padding_mask).
+
+    BEWARE: a bool ``mask`` here means True = ATTEND (as ``F.scaled_dot_product_attention``), the
+    OPPOSITE of ``nn.MultiheadAttention``'s ``attn_mask`` and ``key_padding_mask`` (True = blocked):
+    pass ``~attn_mask`` to replicate a PyTorch call. A float mask is added to the scores in both."""
     if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)) or num_heads < 1:
-        raise ShapeError(f"multi_head_attention: num_heads must be an int >= 1, not {num_heads!r}")
+        raise OpArgumentError(f"multi_head_attention: num_heads must be an int >= 1, not {num_heads!r}")
     heads = int(num_heads)
     q = _projected(query, w_q, b_q, heads, "query")
     k = _projected(key, w_k, b_k, heads, "key")

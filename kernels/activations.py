@@ -3,7 +3,7 @@
 Built as kernels.elementwise builds its unary kernels (a flat loop over contiguous operands run in
 chunks on threads above a size threshold, and a 4-axis strided loop for views, launched by
 ``launch.four_axis_blocks``), with one difference: the scalar function also takes a small float64
-array of the op's parameters (alpha, min_val, max_val), read once per call rather than compiled in.
+tuple of the op's parameters (alpha, min_val, max_val), passed per call rather than compiled in.
 
 The scalar functions live in this file on purpose (as in kernels/elementwise.py): Numba's cache
 tracks only the file of the function it compiles, so a callee in another file could leave a stale
@@ -27,7 +27,7 @@ SELU_SCALE = 1.0507009873554804934193349852946
 
 
 class Parametric:
-    """A callable ``kernel(x, out, params)``: x and out of one shape, params a float64 array."""
+    """A callable ``kernel(x, out, params)``: x and out of one shape, params a sequence of floats."""
 
     def __init__(self, name, contiguous, strided, threshold):
         self.name = name
@@ -36,7 +36,9 @@ class Parametric:
         self.threshold = threshold
 
     def __call__(self, x, out, params):
-        params = np.asarray(params, np.float64).reshape(-1)
+        # A tuple, passed by value: the loop reads it as constants, where the elements of an array
+        # might change with each store to out (no alias information) and keep the loop from vectorizing.
+        params = tuple(float(value) for value in np.asarray(params, np.float64).reshape(-1))
         if not (out.flags.c_contiguous and x.flags.c_contiguous and x.shape == out.shape):
             for block in four_axis_blocks((x, out)):
                 self.strided(block[0], params, block[1])
@@ -92,6 +94,18 @@ def select(typingctx, condition, if_true, if_false):
 
 
 @intrinsic
+def fma(typingctx, a, b, c):
+    """a * b + c rounded once (IEEE fusedMultiplyAdd, exact where fastmath is not): one instruction
+    on CPUs with FMA, where LLVM would not fuse a * b + c itself without fastmath."""
+    if not (a == b == c and isinstance(a, types.Float)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return a(a, b, c), codegen
+
+
+@intrinsic
 def float64_from_bits(typingctx, bits):
     """The float64 whose IEEE bits are the int64 ``bits`` (an LLVM bitcast, which vectorizes)."""
     def codegen(context, builder, signature, args):
@@ -119,9 +133,9 @@ def exp_nonpositive_float64(x):
     c = INVERSE_FACTORIALS
     p = c[13]
     for n in range(12, 1, -1):   # unrolled by LLVM
-        p = p * r + c[n]
-    p = p * r + 1.0
-    p = p * r + 1.0
+        p = fma(p, r, c[n])
+    p = fma(p, r, 1.0)
+    p = fma(p, r, 1.0)
     n = np.int64(k)
     half = n >> 1
     result = p * float64_from_bits((half + 1023) << 52) * float64_from_bits((n - half + 1023) << 52)
@@ -138,7 +152,7 @@ def expm1_nonpositive_float64(x):
     c = INVERSE_FACTORIALS
     q = c[14]
     for n in range(13, 1, -1):   # unrolled by LLVM
-        q = q * r + c[n]
+        q = fma(q, r, c[n])
     p = (q * r) * r + r
     scale = float64_from_bits((np.int64(k) + 1023) << 52)
     result = select(y == 0.0, y, scale * p - (1.0 - scale))   # expm1(-0.0) is -0.0
@@ -193,7 +207,7 @@ def exp_nonpositive_float32(x):
     c = INVERSE_FACTORIALS_32
     p = c[7]
     for n in range(6, -1, -1):   # unrolled by LLVM
-        p = p * r + c[n]
+        p = fma(p, r, c[n])
     half = np.floor(k * HALF_32)
     result = p * float32_power_of_two(half) * float32_power_of_two(k - half)
     return select(x != x, x, result)
@@ -206,7 +220,7 @@ def expm1_nonpositive_float32(x):
     c = INVERSE_FACTORIALS_32
     q = c[8]
     for n in range(7, 1, -1):   # unrolled by LLVM
-        q = q * r + c[n]
+        q = fma(q, r, c[n])
     p = (q * r) * r + r
     scale = float32_power_of_two(k)
     result = select(y == ZERO_32, y, scale * p - (ONE_32 - scale))

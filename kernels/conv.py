@@ -54,57 +54,63 @@ def _channels_last(x3, n0, m, c0, cg, xc):
 @njit(**JIT)
 def im2row(xc, width, kh, kw, sh, sw, top, left, dh, dw, oh, ow, rows):
     """rows[b * L + y * ow + z, (i * kw + j) * cg + c] = xc[b, h * width + w, c] at h = y*sh - top + i*dh,
-    w = z*sw - left + j*dw, 0 outside the input (xc is (m, H * W, cg), channels innermost). Each tap of
-    each output position is one contiguous run of cg entries; the rows are the tall operand of the
-    product (BLAS is fastest with the batch's positions as rows)."""
+    w = z*sw - left + j*dw, 0 outside the input (xc is (m, H * W, cg), channels innermost): the tall
+    operand of the product (BLAS is fastest with the batch's positions as rows). The flat indices
+    are unsigned: Numba then adds no negative-index test and the copies vectorize."""
     m, cg = xc.shape[0], xc.shape[2]
     height = xc.shape[1] // width
     positions = oh * ow
+    depth = rows.shape[1]
+    target = rows.reshape(rows.size)
+    source = xc.reshape(xc.size)
+    zero = rows.dtype.type(0)
     for b in range(m):
-        image = xc[b]
         for i in range(kh):
             y_lo, y_hi = _span(height, i * dh - top, sh, oh)
             for j in range(kw):
                 z_lo, z_hi = _span(width, j * dw - left, sw, ow)
                 base = (i * kw + j) * cg
                 for y in range(oh):
-                    first = b * positions + y * ow
-                    if y < y_lo or y >= y_hi:
-                        rows[first:first + ow, base:base + cg] = 0
-                        continue
-                    line = (y * sh - top + i * dh) * width + j * dw - left
-                    for z in range(z_lo):
-                        rows[first + z, base:base + cg] = 0
-                    for z in range(z_lo, z_hi):
-                        source = image[line + z * sw]
-                        target = rows[first + z, base:base + cg]
-                        for c in range(cg):    # on views: a computed index would stop vectorization
-                            target[c] = source[c]
-                    for z in range(z_hi, ow):
-                        rows[first + z, base:base + cg] = 0
+                    first = (b * positions + y * ow) * depth + base
+                    lo, hi = (z_lo, z_hi) if y_lo <= y < y_hi else (ow, ow)
+                    for z in range(lo):
+                        for c in range(cg):
+                            target[np.uint64(first + z * depth + c)] = zero
+                    line = (b * height * width + (y * sh - top + i * dh) * width + j * dw - left) * cg
+                    for z in range(lo, hi):
+                        at = first + z * depth
+                        start = line + z * sw * cg
+                        for c in range(cg):
+                            target[np.uint64(at + c)] = source[np.uint64(start + c)]
+                    for z in range(hi, ow):
+                        for c in range(cg):
+                            target[np.uint64(first + z * depth + c)] = zero
 
 
 @njit(**JIT)
 def row2im(rows, width, kh, kw, sh, sw, top, left, dh, dw, oh, ow, xc):
-    """The adjoint of im2row: each entry of rows added into xc (m, H * W, cg), which is not zeroed here."""
+    """The adjoint of im2row: each entry of rows added into xc (m, H * W, cg), which is not zeroed here
+    (unsigned flat indices, as im2row)."""
     m, cg = xc.shape[0], xc.shape[2]
     height = xc.shape[1] // width
     positions = oh * ow
+    depth = rows.shape[1]
+    source = rows.reshape(rows.size)
+    target = xc.reshape(xc.size)
     for b in range(m):
-        image = xc[b]
         for i in range(kh):
             y_lo, y_hi = _span(height, i * dh - top, sh, oh)
             for j in range(kw):
                 z_lo, z_hi = _span(width, j * dw - left, sw, ow)
                 base = (i * kw + j) * cg
                 for y in range(y_lo, y_hi):
-                    first = b * positions + y * ow
-                    line = (y * sh - top + i * dh) * width + j * dw - left
+                    first = (b * positions + y * ow) * depth + base
+                    line = (b * height * width + (y * sh - top + i * dh) * width + j * dw - left) * cg
                     for z in range(z_lo, z_hi):
-                        target = image[line + z * sw]
-                        source = rows[first + z, base:base + cg]
+                        at = first + z * depth
+                        start = line + z * sw * cg
                         for c in range(cg):
-                            target[c] += source[c]
+                            target[np.uint64(start + c)] += source[np.uint64(at + c)]
 
 
 @njit(**JIT)

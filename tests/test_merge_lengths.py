@@ -153,3 +153,35 @@ def test_a_hand_tagged_merge_of_dims_with_lengths_is_not_split_blindly():
     y = g.placeholder("y", dims=(gv.batch_dim, feature * time))
     with pytest.raises(gv.PatternError, match="was not built by a merge in graph"):
         gv.rearrange(y, "b (f t) -> b f t")
+
+
+def test_run_time_lengths_out_of_range_are_execution_errors():
+    g = gv.Graph()
+    x = g.placeholder("x", (2, 3, 4))
+    lengths = g.placeholder("lengths", (2,), "int64")
+    packed = gv.registry.op("pack_axes")(x, lengths, start=1, stop=3, batch_axis=0, dynamic=(1,))
+    with pytest.raises(gv.ExecutionError, match="pack_axes.*lengths input 0 holds -1..1, outside \\[0, 4\\]"):
+        g.output({"x": np.zeros((2, 3, 4)), "lengths": np.array([-1, 1])}, [packed])
+    like = g.placeholder("like", (2, 3, 4))
+    unpacked = gv.registry.op("unpack_axis")(g.placeholder("y", (2, 12)), like, lengths, axis=1, like_start=1,
+                                             count=2, batch_axis=0, dynamic=(1,))
+    with pytest.raises(gv.ExecutionError, match="unpack_axis: lengths input 0 holds 1..9"):
+        g.output({"y": np.zeros((2, 12)), "like": np.zeros((2, 3, 4)), "lengths": np.array([9, 1])}, [unpacked])
+
+
+@pytest.mark.parametrize("order", ["time feat", "feat time"])
+def test_softmax_over_merged_axes_names_the_users_lengths_and_value(order):
+    time, feat = gv.Dim("time"), gv.Dim("feat", 3)
+    g = gv.Graph()
+    dims = (gv.batch_dim, time, feat) if order == "time feat" else (gv.batch_dim, feat, time)
+    x = g.placeholder("x", dims=dims, lengths={time: "seq_len"})
+    y = g.nn.log_softmax(x, axis=(time, feat))
+    shape = (2, 5, 3) if order == "time feat" else (2, 3, 5)
+    with pytest.raises(gv.ExecutionError, match=r"lengths 'seq_len': length 6 of batch entry 0 is outside \[0, 5\]"):
+        g.output({"x": np.zeros(shape), "seq_len": np.array([6, 2])}, [y])
+    data = np.random.default_rng(0).normal(size=shape)
+    out = g.output({"x": data, "seq_len": np.array([5, 2])}, [y])[y.name]
+    valid = data[1, :2] if order == "time feat" else data[1, :, :2]
+    expected = valid - np.log(np.exp(valid).sum())
+    got = out[1, :2] if order == "time feat" else out[1, :, :2]
+    np.testing.assert_allclose(got, expected, rtol=1e-12)

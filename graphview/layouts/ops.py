@@ -10,12 +10,13 @@ both work when several of the merged sizes are unknown until run time.
 Their gradient rules are in graphview/gradients/layouts.py.
 """
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from graphview import attributes, dtypes
 from graphview.dims import batch_dim
-from graphview.errors import ShapeError
+from graphview.errors import ExecutionError, ShapeError
 from graphview.layouts import table
 from graphview.ops.math import mul
 from graphview.registry import defop
@@ -157,9 +158,9 @@ def _extents(op, batch, sizes, lengths, dynamic):
         values = np.asarray(values)
         if values.shape != (batch,):
             raise ShapeError(f"{op}: lengths input {position} has shape {values.shape}, not (batch,) = ({batch},)")
-        if values.size and (values.min() < 0 or values.max() > sizes[factor]):
-            raise ShapeError(f"{op}: lengths input {position} holds {values.min()}..{values.max()}, outside "
-                             f"[0, {sizes[factor]}] (the padded size of merged factor {factor})")
+        if values.size and (values.min() < 0 or values.max() > sizes[factor]):   # a value known at run time
+            raise ExecutionError(f"{op}: lengths input {position} holds {values.min()}..{values.max()}, outside "
+                                 f"[0, {sizes[factor]}] (the padded size of merged factor {factor})")
         extents[:, factor] = values
     return extents
 
@@ -195,7 +196,8 @@ def _unpack_kernel(y, like, *arrays, axis, like_start, count, batch_axis, dynami
     extents = _extents("unpack_axis", y.shape[batch_axis], sizes, lengths, dynamic)
     most = int(np.prod(extents, axis=1).max()) if extents.size else 0
     if most > y.shape[axis]:
-        raise ShapeError(f"unpack_axis: a batch entry has {most} valid entries but axis {axis} has size {y.shape[axis]}")
+        raise ExecutionError(f"unpack_axis: a batch entry has {most} valid entries but axis {axis} has size "
+                             f"{y.shape[axis]}")
     y4 = packing.as_four_axes(y, batch_axis, axis, axis + 1)
     out_batch = batch_axis if batch_axis < axis else batch_axis + count - 1
     _write_four(out, out_batch, axis, axis + count,
@@ -290,6 +292,55 @@ unpack_axis = defop("unpack_axis", shape=_unpack_shape, kernel=_unpack_kernel, a
                         "of like's sizes, the valid entries put back and zeros at the padding.",
                     attrs={"axis": attributes.Int(minimum=0), "like_start": attributes.Int(minimum=0),
                            "count": attributes.Int(minimum=1), **_PACK_ATTRS})
+
+
+# --- checking lengths against the axis they belong to, before a merge multiplies them ---------------
+
+@dataclass(frozen=True)
+class Text(attributes.Attribute):
+    """A string (a name shown in errors)."""
+
+    def parse(self, value):
+        if not isinstance(value, str):
+            raise attributes.Invalid(f"{value!r} is not a string")
+        return value
+
+
+def _check_lengths_shape(lengths, like, *, axis, batch_axis, source=""):
+    if len(lengths) != 1 or not (0 <= axis < len(like) and 0 <= batch_axis < len(like)) or axis == batch_axis:
+        raise ShapeError(f"check_lengths: lengths {lengths} must be (batch,), and axis {axis} and batch_axis "
+                         f"{batch_axis} two axes of like (rank {len(like)})")
+    return lengths
+
+
+def _check_lengths_kernel(lengths, like, out, *, axis, batch_axis, source=""):
+    values, size = np.asarray(lengths), like.shape[axis]
+    if values.shape != (like.shape[batch_axis],):
+        raise ShapeError(f"check_lengths: lengths {source!r} have shape {values.shape}, but the batch axis of the "
+                         f"input has {like.shape[batch_axis]} entries")
+    bad = np.flatnonzero((values < 0) | (values > size))
+    if bad.size:
+        raise ExecutionError(f"lengths {source!r}: length {int(values[bad[0]])} of batch entry {int(bad[0])} is "
+                             f"outside [0, {size}], the padded size of axis {axis} of the input (shape {like.shape})")
+    out[...] = values
+
+
+def _check_lengths_samples():
+    like = np.zeros((3, 4, 2))
+    return [Sample((np.array([4, 0, 2]), like), {"axis": 1, "batch_axis": 0, "source": "n"}, label="int64",
+                   constant_inputs=(0, 1)),
+            Sample((np.array([1, 2], np.int32), np.zeros((2, 2))), {"axis": 0, "batch_axis": 1}, label="int32",
+                   constant_inputs=(0, 1))]
+
+
+check_lengths = defop("check_lengths", shape=_check_lengths_shape, kernel=_check_lengths_kernel,
+                      dtype=lambda lengths, like, **attrs: lengths, accepts=dtypes.ALL, differentiable=False,
+                      samples=_check_lengths_samples, family="shape",
+                      reference=lambda lengths, like, *, axis, batch_axis, source="": lengths.copy(),
+                      doc="The lengths (a copy), after checking each is in [0, the size of like's axis]: an "
+                          "ExecutionError naming them (``source``) and the value, before a merge multiplies them.",
+                      attrs={"axis": attributes.Int(minimum=0), "batch_axis": attributes.Int(minimum=0),
+                             "source": Text()})
 
 
 # --- merging dims that have lengths (rearrange and the multi-axis softmax build on these) ------------

@@ -6,14 +6,14 @@ from math import erf
 
 import numpy as np
 
-from graphview import attributes, dtypes, runstate
+from graphview import attributes, dtypes, registry, runstate
 from graphview.dims import DimError, batch_dim, product as dim_product
 from graphview.errors import OpArgumentError
 from graphview.layouts import ops as layout_ops, table
 from graphview.registry import defop, public
 from graphview.shapes import normalize_axes
 from graphview.testing import Sample, transposed
-from graphview.ops.math import elementwise, unary_samples
+from graphview.ops.math import elementwise, mul, unary_samples
 from graphview.ops.random import default_seed, unit_reference
 from graphview.ops.reduce import three_axis_view
 from graphview.ops.shape import contiguous, permute, reshape_like
@@ -153,16 +153,25 @@ def _masked_over_axes(op, x, axes, name):
         raise DimError(f"{what}: masking by lengths needs the batch axis outside the softmax axes "
                        f"(dims {tuple(dims)})")
     merged_dim = dim_product(group)
+    batch_axis = dims.index(batch_dim)
+    # each lengths array is checked against its own axis first, so that a bad value is reported as the
+    # user gave it (not as the merged dim's product of lengths)
+    lengths, dynamic = layout_ops.lengths_inputs(x.graph, group)
+    lengths = [layout_ops.check_lengths(n, moved, axis=start + factor, batch_axis=batch_axis, source=n.name)
+               for n, factor in zip(lengths, dynamic)]
     packing = layout_ops.needs_packing(moved, dims, start, rank)
     if packing is not None:
-        lengths, dynamic, batch_axis = packing
         merged = layout_ops.pack_axes(moved, *lengths, start=start, stop=rank, batch_axis=batch_axis,
                                       dynamic=dynamic)
         layout_ops.declare_merged_lengths(x.graph, merged_dim, group)
     else:
         merged = layout_ops.merge_axes_copy(moved, start=start, stop=rank)
     table.set_dims(merged, dims[:start] + [merged_dim])
-    result = op(merged, axis=start)
+    total = None
+    for factor, dim in enumerate(group):   # the merged dim's lengths, from the checked ones
+        part = lengths[dynamic.index(factor)] if factor in dynamic else dim.size
+        total = part if total is None else mul(total, part)
+    result = registry.op(f"masked_{op.definition.name}")(merged, total, batch_axis=batch_axis, time_axis=start)
     last = order == tuple(range(rank))
     if packing is not None:
         back = layout_ops.unpack_axis(result, moved, *lengths, axis=start, like_start=start, count=len(group),

@@ -1,6 +1,6 @@
 """Layer ops against NumPy and PyTorch eager, single-threaded, in the same run.
 
-    python benchmarks/bench_layers.py [--repeats 15] [--steps 10]
+    python benchmarks/bench_layers.py [--repeats 15] [--steps 10] [--profile]
 
 1. conv2d forward alone at the digits-CNN shapes (float32, batch 256, 8x8 images, 3x3 kernels,
    padding 1): graphview's kernel (the op's launch on arrays), the op through ``g.output``, NumPy
@@ -14,6 +14,7 @@ Everything runs on one thread: OPENBLAS_NUM_THREADS (and the other BLAS variable
 NumPy loads, Numba's threads are set to 1 and so are PyTorch's. Each figure is the best, over
 ``--repeats`` tries, of the mean time of ``--steps`` calls, the candidates taking turns try by try;
 ratios are NumPy's or PyTorch's time over graphview's (above 1: graphview is faster).
+``--profile`` adds graphview's step time per op (a ProfilingListener; the listener adds a little time).
 """
 import os
 
@@ -116,8 +117,9 @@ def conv_figures(repeats, steps):
     return table(rows, header)
 
 
-def graphview_step():
-    """The CNN step as fit runs it: a GradientStep (loss and gradients in one executor run), then SGD."""
+def graphview_step(listeners=()):
+    """The CNN step as fit runs it: a GradientStep (loss and gradients in one executor run), then SGD
+    (``listeners`` watch the executor run: the profile below passes a ProfilingListener)."""
     import graphview as gv
     from graphview.training.step import GradientStep
     x, y, params = parameters()
@@ -135,7 +137,7 @@ def graphview_step():
     feeds = {"x": x, "y": y}
 
     def step():
-        loss, grads = gradients(feeds)
+        loss, grads = gradients(feeds, listeners)
         updater.step(g, grads)
         return loss
     return step
@@ -173,10 +175,28 @@ def step_figures(repeats, steps):
     return table(rows, ["digits CNN step (float32, batch 256)", "ms per step", "torch / graphview"])
 
 
+def profile_figures(steps):
+    """Time per op of graphview's CNN step (ProfilingListener), over ``steps`` steps after two warm-up steps."""
+    from graphview.listeners import ProfilingListener
+    profiler = ProfilingListener()
+    step = graphview_step([profiler])
+    step()
+    step()
+    profiler.reset()
+    for _ in range(steps):
+        step()
+    rows = [[r["op"], str(r["calls"] // steps), f"{r['seconds'] / steps * 1e3:.3f}", f"{100 * r['share']:.1f}%"]
+            for r in profiler.rows()]
+    total = sum(r["seconds"] for r in profiler.rows()) / steps
+    rows.append(["all ops", "", f"{total * 1e3:.3f}", "100.0%"])
+    return table(rows, ["graphview CNN step, per op", "calls per step", "ms per step", "share"])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--profile", action="store_true", help="also print the time per op of graphview's CNN step")
     args = parser.parse_args(argv)
     import numba
     numba.set_num_threads(1)
@@ -186,6 +206,9 @@ def main(argv=None):
     print(conv_figures(args.repeats, args.steps))
     print()
     print(step_figures(args.repeats, args.steps))
+    if args.profile:
+        print()
+        print(profile_figures(args.steps * 5))
 
 
 if __name__ == "__main__":

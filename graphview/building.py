@@ -24,7 +24,7 @@ def build_op(graph, definition, inputs, attrs, name):
     # The arity and the declared attributes are checked before any node (a cast, a constant) is added;
     # a value holding a gv.Dim is checked once it is an axis number of input 0 (_resolve_dims).
     attrs = infer.check_arguments(definition, [(_label(v), _shape_of(v)) for v in inputs], attrs, prefix)
-    variables = _as_variables(graph, op, inputs)
+    variables = _as_variables(graph, definition, inputs)
     variables = _promote(definition, variables)
     attrs = _resolve_dims(definition, variables, attrs, prefix)
     masked = masking.before(graph, definition, variables, attrs, name)   # ADR 0014
@@ -79,9 +79,23 @@ def _shape_of(value):
         return ()
 
 
-def _as_variables(graph, op, inputs):
+def _promoted_positions(definition, count):
+    """The input positions the op promotes to one common dtype: its ``promote_inputs`` (all when None), none
+    when it promotes nothing (``promote`` unset: gather, one_hot, sequence_mask...)."""
+    if not definition.promote:
+        return frozenset()
+    positions = range(count) if definition.promote_inputs is None else definition.promote_inputs
+    return frozenset(p for p in positions if p < count)
+
+
+def _as_variables(graph, definition, inputs):
+    """The inputs as variables of ``graph``. A scalar for a promoted input is weak (takes the dtype the
+    promoted variables share); one for any other input (labels, ids, lengths) keeps its own dtype, so
+    ``nll(log_probs, 2)`` and ``embedding(3, table)`` get int64 constants (ADR 0004)."""
+    op = definition.name
+    promoted = _promoted_positions(definition, len(inputs))
     partner = None
-    kinds = [v.dtype for v in inputs if isinstance(v, Variable)]
+    kinds = [v.dtype for p, v in enumerate(inputs) if p in promoted and isinstance(v, Variable)]
     if kinds:
         partner = dtypes.result_type(*kinds)
     variables = []
@@ -95,6 +109,8 @@ def _as_variables(graph, op, inputs):
             raise GraphviewError(f"{op}: input {position} is a {type(value).__name__}; "
                                  "pass a variable, a number or a NumPy array")
         else:
+            if position not in promoted and isinstance(value, (bool, int, float, np.number, np.bool_)):
+                value = np.asarray(value, dtypes.own_scalar_dtype(value))
             try:
                 variables.append(graph.constant_like(value, partner))
             except GraphviewError as error:

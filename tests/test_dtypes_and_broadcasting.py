@@ -66,6 +66,39 @@ def test_unsupported_combinations_raise_dtype_errors_naming_the_op():
         g.math.where(g.placeholder("k", (2, 3), "int64"), f, f)
 
 
+@pytest.mark.parametrize("label, dtype", [(2, "int64"), (np.int32(2), "int32"), (np.int64(2), "int64"),
+                                          (np.array(2), "int64")])
+def test_integer_scalars_for_inputs_that_are_not_promoted_keep_their_own_dtype(label, dtype):
+    """nll's labels (not in its promote_inputs) are not weak: the scalar does not take log_probs' float dtype."""
+    g = gv.Graph()
+    log_probs = g.placeholder("lp", (5,), "float32")
+    loss = g.loss.nll(log_probs, label)
+    assert g.node(loss.node.inputs[1]).dtype == np.dtype(dtype)
+    assert loss.dtype == np.float32
+    values = np.log(np.arange(1.0, 6.0) / 15).astype(np.float32)
+    assert loss.eval({"lp": values}) == -values[2]
+    x = g.placeholder("x", (4, 3), "float32")
+    picked = g.shape.gather(x, 1)              # gather promotes nothing: its index keeps int64
+    assert g.node(picked.node.inputs[1]).dtype == np.int64
+    np.testing.assert_array_equal(picked.eval({"x": np.arange(12.0, dtype=np.float32).reshape(4, 3)}), [3, 4, 5])
+
+
+def test_scalars_for_promoted_inputs_stay_weak_next_to_integer_inputs():
+    g = gv.Graph()
+    x = g.placeholder("x", (2,), "float32")
+    picked = g.math.where(g.placeholder("c", (2,), "bool"), x, 2)
+    assert picked.dtype == np.float32 and g.node(picked.node.inputs[2]).dtype == np.float32
+
+
+def test_a_float_scalar_where_integers_are_needed_names_the_category_with_its_article():
+    g = gv.Graph()
+    with pytest.raises(gv.DTypeError, match="nll: input labels has dtype float64, but nll needs an integer dtype "
+                                            "\\(int32, int64\\)"):
+        g.loss.nll(g.placeholder("lp", (5,)), 2.0)
+    with pytest.raises(gv.DTypeError, match="exp: input 0 \\('b'\\) has dtype bool, but exp needs a numeric dtype"):
+        g.math.exp(g.placeholder("b", (2,), "bool"))
+
+
 def test_float32_sums_are_at_least_as_accurate_as_numpy():
     values = np.random.default_rng(0).uniform(0, 1, 10_000_000).astype(np.float32)
     exact = np.sum(values, dtype=np.float64)

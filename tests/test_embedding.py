@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import graphview as gv
+from graphview.ops.embedding import embedding_grad
 
 torch = pytest.importorskip("torch")
 R = np.random.default_rng(160)
@@ -110,3 +111,46 @@ def test_embedded_sequences_keep_their_time_dim_so_reductions_over_it_are_masked
     ids_values = np.array([[1, 2, 3], [4, 5, 6]])
     result = g.output({"ids": ids_values, "length": np.array([3, 1])}, [pooled])[pooled.name]
     np.testing.assert_allclose(result, [table[[1, 2, 3]].mean(axis=0), table[4]], rtol=1e-14)
+
+
+@pytest.mark.parametrize("ids", [3, np.int32(3), np.int64(3)])
+def test_integer_scalar_ids_stay_integer_constants(ids):
+    g = gv.Graph()
+    table = R.normal(size=(5, 3)).astype(np.float32)
+    y = g.nn.embedding(ids, g.var("table", table))
+    const = g.node(y.node.inputs[0])
+    assert const.dtype == (np.dtype(np.int64) if isinstance(ids, int) else ids.dtype)
+    np.testing.assert_array_equal(g.output({}, [y])[y.name], table[3])
+
+
+@pytest.mark.parametrize("padding_idx", [None, 1, -1])
+def test_table_with_rows_known_only_at_run_time_has_first_and_second_derivatives(padding_idx):
+    g = gv.Graph()
+    table = g.placeholder("table", (None, 3))
+    ids = g.constant("ids", np.array([[0, 4, 4], [2, 1, 0]]))
+    rows = g.nn.embedding(ids, table, padding_idx=padding_idx)
+    g.set_loss(g.math.sum(g.math.tanh(rows)))
+    value = R.normal(size=(5, 3))
+    feeds = {"table": value}
+    t = torch.tensor(value, requires_grad=True)
+    torch.tanh(torch.nn.functional.embedding(torch.tensor([[0, 4, 4], [2, 1, 0]]), t,
+                                             padding_idx=padding_idx)).sum().backward()
+    np.testing.assert_allclose(g.calculate_gradients(feeds, ["table"])["table"], t.grad.numpy(), rtol=1e-14)
+    assert g.calculate_gradients({"table": np.vstack([value, value])}, ["table"])["table"].shape == (10, 3)
+    first = g.gradient_graph(["table"])
+    first.graph.set_loss(first.graph.math.sum(first.graph.math.sin(first.gradients["table"])))
+    report = gv.check_gradients(first.graph, feeds, wrt=["table"])
+    assert report.passed, str(report)
+
+
+def test_embedding_grad_sizes_its_result_by_the_table():
+    g = gv.Graph()
+    grad = g.placeholder("grad", (2, 3))
+    ids = g.constant("ids", np.array([1, 1]))
+    with pytest.raises(gv.ShapeError, match="embedding_grad: the gradient \\(2, 3\\) has rows of length 3, the "
+                                            "table \\(\\?, 4\\) rows of length 4"):
+        embedding_grad(grad, ids, g.placeholder("t", (None, 4)))
+    out = embedding_grad(grad, ids, g.placeholder("u", (None, 3)))
+    assert out.shape == (None, 3)
+    result = g.output({"grad": np.ones((2, 3)), "u": np.zeros((4, 3))}, [out])[out.name]
+    np.testing.assert_array_equal(result, [[0.0] * 3, [2.0] * 3, [0.0] * 3, [0.0] * 3])

@@ -123,28 +123,33 @@ def embedding(ids, table, padding_idx=None, *, name=None):
 
 # --- its gradient for the table: a scatter-add ----------------------------------------------------
 
-def _grad_shape(grad, ids, rows, padding_idx=None):
+def _grad_shape(grad, ids, table, padding_idx=None):
     if tuple(grad[:-1]) != tuple(ids) or not grad:
         raise ShapeError(f"embedding_grad: the gradient {format_shape(grad)} must be the ids' shape "
                          f"{format_shape(ids)} plus a row axis")
-    padding_row("embedding_grad", padding_idx, rows)
-    return (rows, grad[-1])
+    if len(table) != 2:
+        raise ShapeError(f"embedding_grad: the table must be (rows, dim), not {format_shape(table)}")
+    if None not in (table[1], grad[-1]) and table[1] != grad[-1]:
+        raise ShapeError(f"embedding_grad: the gradient {format_shape(grad)} has rows of length {grad[-1]}, "
+                         f"the table {format_shape(table)} rows of length {table[1]}")
+    padding_row("embedding_grad", padding_idx, table[0])
+    return (table[0], grad[-1])
 
 
-def _grad_dtype(grad, ids, **attrs):
+def _grad_dtype(grad, ids, table, **attrs):
     _ids_dtype("embedding_grad", ids)
     return grad
 
 
-def _grad_kernel(grad, ids, out, rows, padding_idx=None):
+def _grad_kernel(grad, ids, table, out, padding_idx=None):
+    rows, dim = out.shape
     flat = checked_ids("embedding_grad", ids, rows)
-    dim = out.shape[1]
     kernels.embedding_grad(contiguous(grad).reshape(flat.size, dim), flat,
                            padding_row("embedding_grad", padding_idx, rows), out)
 
 
-def _grad_reference(grad, ids, rows, padding_idx=None):
-    out = np.zeros((rows, grad.shape[-1]), np.float64)
+def _grad_reference(grad, ids, table, padding_idx=None):
+    out = np.zeros((table.shape[0], grad.shape[-1]), np.float64)
     np.add.at(out, np.asarray(ids, np.int64).reshape(-1), grad.reshape(np.size(ids), grad.shape[-1]))
     if padding_idx is not None:
         out[padding_idx] = 0.0
@@ -157,17 +162,17 @@ def _grad_samples():
     for sample in _embedding_samples():
         ids, table = sample.inputs
         grad = r.normal(size=np.shape(ids) + (table.shape[1],)).astype(table.dtype)
-        samples.append(Sample((grad, ids), {"rows": table.shape[0], **sample.attrs}, label=sample.label,
-                              constant_inputs=(1,)))
+        samples.append(Sample((grad, ids, table), sample.attrs, label=sample.label, constant_inputs=(1, 2)))
     return samples
 
 
 embedding_grad = defop(
     "embedding_grad", shape=_grad_shape, dtype=_grad_dtype, kernel=_grad_kernel, promote="float",
     promote_inputs=(0,), accepts=dtypes.NUMERIC, samples=_grad_samples, reference=_grad_reference, family="nn",
-    attrs={"rows": attributes.Int(minimum=0), "padding_idx": PaddingIndex()},
-    doc="The gradient of embedding for its table: (rows, dim) zeros with each grad row added at its id "
-        "(repeated ids add up), except at padding_idx; a scatter-add kernel summing in float64.")
+    attrs={"padding_idx": PaddingIndex()},
+    doc="The gradient of embedding for its table: zeros shaped as the table (rows, dim), known at run time "
+        "if need be, with each grad row added at its id (repeated ids add up), except at padding_idx; a "
+        "scatter-add kernel summing in float64. The table only sizes the result.")
 
 
 def padding_mask(rows, padding_idx, dtype):

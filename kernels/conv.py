@@ -116,32 +116,33 @@ def row2im(rows, width, kh, kw, sh, sw, top, left, dh, dw, oh, ow, xc):
 @njit(**JIT)
 def im2col(x, n0, m, c0, cg, kh, kw, sh, sw, top, left, dh, dw, oh, ow, col):
     """col[(c * kh + i) * kw + j, b * L + y * ow + z] = x[n0 + b, c0 + c, y*sh - top + i*dh, z*sw - left + j*dw],
-    0 outside x: the patch matrix of a few input channels (conv_forward's path for cg * kh * kw < SHALLOW,
-    where im2row's runs of cg entries would be too short). The entries of a tap that fall in the
-    padding are zeroed, the others copied straight from x (no padded copy, no test in the inner loop)."""
-    height, width = x.shape[2], x.shape[3]
+    0 outside x: the patch matrix with positions as columns (conv_forward's path for patches of fewer
+    than SHALLOW entries, and the weight gradient's left operand). The entries of a tap that fall in
+    the padding are zeroed, the others copied straight from x (unsigned flat indices, as im2row)."""
+    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
     positions = oh * ow
+    target = col.reshape(col.size)
+    source = x.reshape(x.size)
+    zero = col.dtype.type(0)
     for c in range(cg):
         for i in range(kh):
             y_lo, y_hi = _span(height, i * dh - top, sh, oh)
             for j in range(kw):
-                target = col[(c * kh + i) * kw + j]
+                row = ((c * kh + i) * kw + j) * m * positions
                 offset = j * dw - left
                 z_lo, z_hi = _span(width, offset, sw, ow)
                 for b in range(m):
-                    plane = x[n0 + b, c0 + c]
-                    base = b * positions
-                    target[base:base + y_lo * ow] = 0
-                    target[base + y_hi * ow:base + positions] = 0
-                    for y in range(y_lo, y_hi):
-                        source = plane[y * sh + i * dh - top]
-                        start = base + y * ow
-                        for z in range(z_lo):
-                            target[start + z] = 0
-                        for z in range(z_lo, z_hi):
-                            target[start + z] = source[offset + z * sw]
-                        for z in range(z_hi, ow):
-                            target[start + z] = 0
+                    plane = ((n0 + b) * channels + c0 + c) * height * width
+                    for y in range(oh):
+                        start = row + b * positions + y * ow
+                        lo, hi = (z_lo, z_hi) if y_lo <= y < y_hi else (ow, ow)
+                        for z in range(lo):
+                            target[np.uint64(start + z)] = zero
+                        line = plane + (y * sh + i * dh - top) * width + offset
+                        for z in range(lo, hi):
+                            target[np.uint64(start + z)] = source[np.uint64(line + z * sw)]
+                        for z in range(hi, ow):
+                            target[np.uint64(start + z)] = zero
 
 
 @njit(**JIT)

@@ -425,3 +425,15 @@ def test_layer_norm_over_a_dim_with_lengths_is_refused():
     with pytest.raises(gv.DimError, match=r"layer_norm over axes \(1, 2\) of 'x': .*time.* has lengths.*unmasked"):
         g.nn.layer_norm(g["x"], None, None, axis=(time, -1))
     assert g.nn.layer_norm(g["x"], None, None, axis=-1).shape == (None, None, 2)   # over the features: fine
+
+
+def test_a_second_derivative_through_layer_norm_is_refused_not_silently_wrong():
+    """The review's gradient penalty: d/dw of |d loss/dx|^2 through layer_norm must not lose terms."""
+    rng = np.random.default_rng(0)
+    h = gv.Graph()
+    x, w = h.var("x", rng.standard_normal((3, 4))), h.var("w", rng.standard_normal((4, 4)))
+    h.set_loss(h.math.sum(h.math.square(h.nn.layer_norm(x @ w, None, None)) * h.constant("c", np.arange(4.0))))
+    d = h.gradient_graph(["x"])
+    d.graph.set_loss(d.graph.math.sum(d.graph.math.square(d.gradients["x"])))
+    with pytest.raises(gv.GraphviewError, match="cannot differentiate through layer_norm_grad"):
+        d.graph.calculate_gradients({}, ["w"])

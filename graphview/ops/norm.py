@@ -214,7 +214,8 @@ def _batch_norm_grad_samples():
 
 batch_norm_grad = defop(
     "batch_norm_grad", shape=_batch_norm_grad_shape, kernel=_batch_norm_grad_kernel, promote="float",
-    accepts=dtypes.FLOATS, differentiable=False, samples=_batch_norm_grad_samples,
+    accepts=dtypes.FLOATS, samples=_batch_norm_grad_samples,
+    no_gradient="batch_norm's gradient is a dedicated backward kernel: no second derivatives",
     reference=_batch_norm_grad_reference, family="norm",
     attrs={"axis": attributes.Axis(), "eps": _EPS, "part": Choice(options=BATCH_PARTS)},
     doc="batch_norm's dedicated backward kernel: the gradient of one input ('part'), through the batch "
@@ -470,7 +471,8 @@ def _layer_norm_grad_samples():
 
 layer_norm_grad = defop(
     "layer_norm_grad", shape=_layer_norm_grad_shape, kernel=_layer_norm_grad_kernel, promote="float",
-    accepts=dtypes.FLOATS, differentiable=False, samples=_layer_norm_grad_samples,
+    accepts=dtypes.FLOATS, samples=_layer_norm_grad_samples,
+    no_gradient="layer_norm's gradient is a dedicated backward kernel: no second derivatives",
     reference=_layer_norm_grad_reference, family="norm",
     attrs={"axis": attributes.Axis(many=True), "eps": _EPS, "part": Choice(options=LAYER_PARTS)},
     doc="layer_norm's dedicated backward kernel: the gradient of x, gamma or beta ('part'); not differentiable.")

@@ -192,7 +192,8 @@ F32 = {name: np.float32(value) for name, value in dict(
     log2_e=LOG2_E, ln2_high=0.693359375, ln2_low=-2.12194440e-4, sqrt2=SQRT2, exp_clamp=-104.0, expm1_clamp=-20.0,
     log_ln2_high=6.9313812256e-01, log_ln2_low=9.0580006145e-06, one=1.0, two=2.0, half=0.5, zero=0.0).items()}
 INVERSE_FACTORIALS_32 = tuple(np.float32(c) for c in INVERSE_FACTORIALS[:9])
-LG_32 = tuple(np.float32(float.fromhex(h)) for h in ("0xaaaaaa.0p-24", "0xccce13.0p-25", "0x91e9ee.0p-25", "0xf89e26.0p-26"))
+LG_32 = tuple(np.float32(float.fromhex(bits))
+              for bits in ("0xaaaaaa.0p-24", "0xccce13.0p-25", "0x91e9ee.0p-25", "0xf89e26.0p-26"))
 EXP_CLAMP_32, EXPM1_CLAMP_32, LOG2_E_32 = F32["exp_clamp"], F32["expm1_clamp"], F32["log2_e"]
 LN2_HIGH_32, LN2_LOW_32, SQRT2_32 = F32["ln2_high"], F32["ln2_low"], F32["sqrt2"]
 LOG_LN2_HIGH_32, LOG_LN2_LOW_32 = F32["log_ln2_high"], F32["log_ln2_low"]

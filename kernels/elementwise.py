@@ -283,16 +283,20 @@ def select(typingctx, condition, if_true, if_false):
     return if_true(types.boolean, if_true, if_false), codegen
 
 
+@intrinsic
+def fma(typingctx, a, b, c):
+    """a * b + c rounded once (IEEE fusedMultiplyAdd, not fastmath): one instruction with FMA."""
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return types.float64(types.float64, types.float64, types.float64), codegen
+
+
 @register_jitable
 def exp_scalar(x):
-    """e ** x within 1 ulp of NumPy's, in a form LLVM vectorizes (libm's exp does not).
-
-    x = k ln 2 + r with |r| <= ln 2 / 2 (Cody-Waite), e ** r by its Taylor series to
-    degree 13 (truncation below 1e-17), times 2 ** k built from the exponent bits in
-    two halves so that subnormal results round once. No branch: x is clamped to
-    [UNDERFLOW, OVERFLOW] (NaN too, which would not convert to an integer) and the
-    results out there are selected at the end.
-    """
+    """e ** x within 1 ulp of NumPy's, in a form LLVM vectorizes (libm's exp does not): x = k ln 2 + r,
+    |r| <= ln 2 / 2 (Cody-Waite), e ** r by its Taylor series to degree 13 (truncation below 1e-17)
+    in FMA steps, times 2 ** k from the exponent bits in two halves (subnormal results round once).
+    No branch: x is clamped to [UNDERFLOW, OVERFLOW] (NaN too) and the ends selected at the end."""
     y = np.float64(x)
     y = select(y > UNDERFLOW, y, UNDERFLOW)
     y = select(y < OVERFLOW, y, OVERFLOW)
@@ -301,33 +305,30 @@ def exp_scalar(x):
     c = INVERSE_FACTORIALS
     p = c[13]
     for n in range(12, 1, -1):   # unrolled by LLVM
-        p = p * r + c[n]
-    p = p * r + 1.0
-    p = p * r + 1.0
+        p = fma(p, r, c[n])
+    p = fma(p, r, 1.0)
+    p = fma(p, r, 1.0)
     n = np.int64(k)
     half = n >> 1
     result = p * float64_from_bits((half + 1023) << 52) * float64_from_bits((n - half + 1023) << 52)
-    result = select(x > OVERFLOW, np.inf, result)
-    result = select(x < UNDERFLOW, 0.0, result)
+    result = select(x < UNDERFLOW, 0.0, select(x > OVERFLOW, np.inf, result))
     return select(x != x, x + 0.0, result)
 
 
 @register_jitable
 def expm1_nonpositive(x):
-    """e ** x - 1 for x <= 0 (or NaN) within 2 ulp, branch-free: x = k ln 2 + r, e ** r - 1 by its
-    Taylor series without the constant term (small x keep their precision), then
-    2 ** k (e ** r - 1) - (1 - 2 ** k), whose terms are exact. Below -60 the result rounds to -1."""
+    """e ** x - 1 for x <= 0 (or NaN) within 2 ulp, branch-free: e ** r - 1 by its Taylor series without
+    the constant term (small x keep their precision), then 2 ** k (e ** r - 1) - (1 - 2 ** k)."""
     y = select(x > -60.0, x, -60.0)
     k = np.rint(y * LOG2_E)
     r = (y - k * LN2_HIGH) - k * LN2_LOW
     c = INVERSE_FACTORIALS
     q = c[14]
     for n in range(13, 1, -1):   # unrolled by LLVM
-        q = q * r + c[n]
+        q = fma(q, r, c[n])
     p = (q * r) * r + r
     scale = float64_from_bits((np.int64(k) + 1023) << 52)
-    result = select(y == 0.0, y, scale * p - (1.0 - scale))   # expm1(-0.0) is -0.0
-    return select(x != x, x, result)
+    return select(x != x, x, select(y == 0.0, y, scale * p - (1.0 - scale)))   # expm1(-0.0) is -0.0
 
 
 @register_jitable
@@ -367,8 +368,7 @@ def relu_scalar(x):
 
 @register_jitable
 def sigmoid_scalar(x):
-    # 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below, both from e = exp(-|x|) (never overflows) and a
-    # select, not a branch, so that the loop vectorizes; NaN propagates through e.
+    # 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below, from e = exp(-|x|) (no overflow) and a select.
     e = exp_scalar(-np.abs(np.float64(x)))
     return select(x >= 0, 1.0, e) / (1.0 + e)
 

@@ -254,3 +254,15 @@ def test_save_and_load_round_trip(tmp_path):
     after = loaded.output({"x": x}, names)
     for name in names:
         np.testing.assert_array_equal(before[name], after[name])
+
+
+def test_conv_transpose2d_takes_an_output_padding_below_the_dilation_as_pytorch_does():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((1, 4, 3, 3)), rng.standard_normal((4, 2, 3, 3))
+    g = gv.Graph()
+    y = g.nn.conv_transpose2d(g.var("x", x), g.var("w", w), output_padding=1, dilation=2)
+    expected = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), output_padding=1,
+                                                    dilation=2).numpy()
+    assert y.shape == (1, 2, 8, 8)
+    np.testing.assert_allclose(g.output({}, [y])[y.name], expected, rtol=1e-12, atol=1e-12)

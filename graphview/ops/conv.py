@@ -111,8 +111,9 @@ def _transpose_shape(x, w, *bias, stride=1, padding=0, output_padding=0, groups=
     stride, pads = spatial.tuple_of(op, "stride", stride, 2), padding_pairs(op, padding, 2)
     dilation = spatial.tuple_of(op, "dilation", dilation, 2)
     extra = spatial.tuple_of(op, "output_padding", output_padding, 2, minimum=0)
-    if any(e >= s for e, s in zip(extra, stride)):
-        raise ShapeError(f"{op}: output_padding {extra} must be smaller than the stride {stride}")
+    if any(e >= s and e >= d for e, s, d in zip(extra, stride, dilation)):
+        raise ShapeError(f"{op}: output_padding {extra} must be smaller than the stride {stride} or the dilation "
+                         f"{dilation} (as in PyTorch)")
     channels = x[where.channel]
     _divisible(op, "input channels", channels, groups)
     if channels is not None and w[0] is not None and w[0] != channels:
@@ -453,7 +454,7 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, layout="bchw
 def conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1, layout="bchw", *,
                      name=None):
     """Transposed 2-D convolution as PyTorch's conv_transpose2d: w (in, out/groups, kh, kw); padding an int,
-    a tuple or (before, after) pairs; output_padding (smaller than the stride) adds to the output's end."""
+    a tuple or (before, after) pairs; output_padding (smaller than the stride or the dilation) adds to the output's end."""
     if isinstance(padding, str):
         raise ShapeError(f"conv_transpose2d: padding {padding!r}: give an int, a tuple or (before, after) pairs")
     extra = {"output_padding": spatial.tuple_of("conv_transpose2d", "output_padding", output_padding, 2, 0)}

@@ -108,12 +108,14 @@ def test_an_op_declared_with_no_gradient_refuses_differentiation_instead_of_stop
 
 def test_a_second_derivative_through_a_backward_kernel_is_refused():
     g = gv.Graph()
-    logits = g.var("logits", np.random.default_rng(0).standard_normal((2, 3, 4)))
     time = gv.Dim("time")
-    labels = g.placeholder("labels", (2, 3), "int64", dims=(gv.batch_dim, time), lengths={time: "n"})
-    g.set_loss(g.loss.softmax_cross_entropy(logits, labels))
-    gradient = g.gradient_graph(["logits"])
-    feeds = {"labels": np.zeros((2, 3), np.int64), "n": np.array([3, 1])}
-    gradient.graph.set_loss(gradient.graph.math.sum(gradient.graph.math.square(gradient.gradients["logits"])))
+    x = g.placeholder("x", (2, 3, 4), dims=(gv.batch_dim, time, gv.Dim("classes", 4)), lengths={time: "n"})
+    w = g.var("w", np.random.default_rng(0).standard_normal((4, 4)))
+    labels = g.placeholder("labels", (2, 3), "int64")
+    g.set_loss(g.loss.softmax_cross_entropy(x @ w, labels))
+    gradient = g.gradient_graph(["w"])
+    assert any(node.op == "masked_cross_entropy_grad" for node in gradient.graph.nodes())
+    feeds = {"x": np.ones((2, 3, 4)), "labels": np.zeros((2, 3), np.int64), "n": np.array([3, 1])}
+    gradient.graph.set_loss(gradient.graph.math.sum(gradient.graph.math.square(gradient.gradients["w"])))
     with pytest.raises(gv.GraphviewError, match="cannot differentiate through masked_cross_entropy_grad"):
-        gradient.graph.calculate_gradients(feeds, ["logits"])
+        gradient.graph.calculate_gradients(feeds, ["w"])

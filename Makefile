@@ -36,6 +36,9 @@ bench: $(VENV)/.installed-run
 	$(BIN)/python benchmarks/bench_views.py
 	$(BIN)/python benchmarks/bench_gradcheck.py
 	$(BIN)/python benchmarks/bench_train.py
+	$(BIN)/python benchmarks/bench_layers.py
+	$(BIN)/python benchmarks/bench_recurrent.py
+	$(BIN)/python benchmarks/bench_activations.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

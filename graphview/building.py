@@ -80,10 +80,11 @@ def _shape_of(value):
 
 
 def _promoted_positions(definition, count):
-    """The input positions the op promotes to one common dtype: its ``promote_inputs`` (all when None), none
-    when it promotes nothing (``promote`` unset: gather, one_hot, sequence_mask...)."""
+    """The input positions whose scalars are weak: the op's ``promote_inputs`` (all when None). An op that
+    declares no promotion (a user's op, gather, one_hot, ...) keeps the rule it always had: every scalar
+    takes its variables' common dtype."""
     if not definition.promote:
-        return frozenset()
+        return frozenset(range(count))
     positions = range(count) if definition.promote_inputs is None else definition.promote_inputs
     return frozenset(p for p in positions if p < count)
 

@@ -5,6 +5,7 @@ from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import graphview as gv
+from graphview import registry
 from graphview.shapes import broadcast_shapes
 
 DTYPES = ["float32", "float64", "int32", "int64", "bool"]
@@ -77,10 +78,19 @@ def test_integer_scalars_for_inputs_that_are_not_promoted_keep_their_own_dtype(l
     assert loss.dtype == np.float32
     values = np.log(np.arange(1.0, 6.0) / 15).astype(np.float32)
     assert loss.eval({"lp": values}) == -values[2]
-    x = g.placeholder("x", (4, 3), "float32")
-    picked = g.shape.gather(x, 1)              # gather promotes nothing: its index keeps int64
-    assert g.node(picked.node.inputs[1]).dtype == np.int64
-    np.testing.assert_array_equal(picked.eval({"x": np.arange(12.0, dtype=np.float32).reshape(4, 3)}), [3, 4, 5])
+
+
+def test_an_op_declaring_no_promotion_keeps_weak_scalars_as_before():
+    """A user's op (no promote=) gets its scalars in its variables' dtype, as it always did."""
+    g = gv.Graph()
+    x = g.placeholder("x", (2,), "float32")
+    op = gv.defop("test_weak_pair", shape=lambda a, b: a, kernel=lambda a, b, out: None, differentiable=False)
+    try:
+        y = op(x, 2)
+        assert g.node(y.node.inputs[1]).dtype == np.float32
+    finally:
+        registry._REGISTRY.pop("test_weak_pair", None)
+        registry._CALLABLES.pop("test_weak_pair", None)
 
 
 def test_scalars_for_promoted_inputs_stay_weak_next_to_integer_inputs():

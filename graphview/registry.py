@@ -267,11 +267,14 @@ def _check_redeclaration(first, second):
     differ = [part for part in _FUNCTIONS if _fingerprint(getattr(first, part)) != _fingerprint(getattr(second, part))]
     differ += [part for part in _OPTIONS if getattr(first, part) != getattr(second, part)]
     if differ:
+        built_in = os.path.abspath(first.origin.rsplit(":", 1)[0]).startswith(_PACKAGE) if first.origin else False
+        where = f"g.{first.namespaces[0]}.{first.name}" if first.namespaces else "graphview.registry.op"
+        hint = f" ({first.name!r} is one of graphview's built-in ops, {where})" if built_in else ""
         raise GraphviewError(
             f"defop: an op named {first.name!r} is already registered, declared at {first.origin or 'an unknown place'}"
             f", and this declaration at {second.origin or 'an unknown place'} differs in its "
             f"{', '.join(part if part != 'attributes' else 'attrs' for part in differ)}; give the new op another "
-            "name (declaring the same op again, as a re-run notebook cell does, replaces it)")
+            f"name{hint} (declaring the same op again, as a re-run notebook cell does, replaces it)")
 
 
 def _fingerprint(value, depth=0):

@@ -99,7 +99,7 @@ def argmax_rows(x, out, sign):
                     if value != value:
                         index = i
                         break
-                    if (value - best) * sign > 0:
+                    if value > best if sign > 0 else value < best:   # no subtraction: ints would wrap
                         best = value
                         index = i
             out[o, k] = index

@@ -132,3 +132,17 @@ def test_large_arrays_computed_in_chunks_on_threads_match_pytorch(name, fn):
     g = gv.Graph()
     y = getattr(g.nn, name)(g.var("x", x))
     np.testing.assert_allclose(g.output({}, [y])[y.name], fn(torch.tensor(x)).numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("op", ["elu", "selu"])
+def test_elu_and_selu_gradients_far_below_zero_do_not_cancel_to_zero(op):
+    torch = pytest.importorskip("torch")
+    x = np.array([-30.0, -40.0, -700.0])
+    g = gv.Graph()
+    v = g.var("x", x)
+    g.set_loss(g.math.sum(getattr(g.nn, op)(v)))
+    got = g.calculate_gradients({}, ["x"])["x"]
+    t = torch.tensor(x, requires_grad=True)
+    getattr(torch.nn.functional, op)(t).sum().backward()
+    np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-12, atol=0)
+    assert got[1] > 0

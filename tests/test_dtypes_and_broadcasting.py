@@ -185,3 +185,11 @@ def test_a_numpy_ufunc_called_on_a_variable_is_refused():
     a = gv.Graph().placeholder("a", (3,))
     with pytest.raises(TypeError):
         np.add(np.ones(3), a)
+
+
+def test_a_scalar_gather_index_stays_an_integer():
+    g = gv.Graph()
+    x = g.placeholder("x", (4, 3), "float32")
+    picked = g.shape.gather(x, 1)
+    assert g.node(picked.node.inputs[1]).dtype == np.int64
+    np.testing.assert_array_equal(picked.eval({"x": np.arange(12.0, dtype=np.float32).reshape(4, 3)}), [3, 4, 5])

@@ -224,3 +224,13 @@ def test_branch_free_activations_are_within_a_few_ulps_in_float64_and_float32(na
     with np.errstate(all="ignore"):
         expected = ACTIVATION_REFERENCES[name](single.astype(np.float64)).astype(np.float32)
     assert ulps(_activation(name, single), expected) <= (1.0 if name in ("sigmoid", "tanh") else 3.0)
+
+
+def test_argmax_and_argmin_of_int64_values_far_apart_do_not_wrap():
+    import graphview as gv
+    g = gv.Graph()
+    x = g.placeholder("x", (3,), "int64")
+    top, bottom = g.math.argmax(x), g.math.argmin(x)
+    for values in ([-2**63, 5, 0], [2**63 - 1, -2**63, 0]):
+        got = g.output({"x": np.array(values)}, [top, bottom])
+        assert (got[top.name], got[bottom.name]) == (np.argmax(values), np.argmin(values))

@@ -69,6 +69,10 @@ def test_a_built_in_name_cannot_be_taken_by_a_different_op():
                                                 r".*test_redeclaration.py:\d+ differs"):
         gv.defop("add", shape=lambda x, y: x, kernel=lambda x, y, out: None)
     assert registry.get("add").family == "elementwise"
+    # A user op named like an op graphview ships (softplus is built in since issue 16) is told so.
+    with pytest.raises(gv.GraphviewError, match=r"give the new op another name \('softplus' is one of graphview's "
+                                                r"built-in ops, g.nn.softplus\)"):
+        gv.defop("softplus", shape=lambda x: x, kernel=lambda x, out: None)
 
 
 FACTORY = '''

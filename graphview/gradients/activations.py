@@ -6,7 +6,7 @@ hard_tanh's is 0 at min_val and max_val. Where x is NaN: leaky_relu's is alpha, 
 positive side's (as PyTorch), hard_tanh's 0 (as graphview's relu; PyTorch passes the gradient).
 """
 from graphview.ops.activations import SELU_ALPHA, SELU_SCALE
-from graphview.ops.math import add, gt, le, lt, mul, neg, sub, where
+from graphview.ops.math import add, exp, gt, le, lt, minimum, mul, neg, sub, where
 from graphview.ops.nn import sigmoid
 from graphview.registry import defvjp
 
@@ -15,13 +15,19 @@ def _leaky_relu(g, out, x, alpha=0.01):
     return (where(gt(x, 0.0), g, mul(g, alpha)),)
 
 
+def _negative_exp(x):
+    """exp(min(x, 0)): the negative side's exp(x), finite everywhere (so no inf meets the where's zero)."""
+    return exp(minimum(x, 0.0))
+
+
 def _elu(g, out, x, alpha=1.0):
-    # alpha * exp(x) = out + alpha where x <= 0; NaN takes the positive side's 1, as in PyTorch.
-    return (where(le(x, 0.0), mul(g, add(out, alpha)), g),)
+    # alpha * exp(x) where x <= 0 (not out + alpha, which cancels to 0 below about -37; PyTorch's
+    # choice); NaN takes the positive side's 1, as in PyTorch.
+    return (where(le(x, 0.0), mul(g, mul(_negative_exp(x), alpha)), g),)
 
 
 def _selu(g, out, x):
-    return (where(le(x, 0.0), mul(g, add(out, SELU_SCALE * SELU_ALPHA)), mul(g, SELU_SCALE)),)
+    return (where(le(x, 0.0), mul(g, mul(_negative_exp(x), SELU_SCALE * SELU_ALPHA)), mul(g, SELU_SCALE)),)
 
 
 def _silu(g, out, x):

@@ -333,7 +333,7 @@ def _gather_samples():
 
 
 _gather = defop("gather", shape=_gather_shape, kernel=_gather_kernel, dtype=_gather_dtype,
-                accepts=dtypes.ALL, samples=_gather_samples,
+                accepts=dtypes.ALL, promote="same", promote_inputs=(0,), samples=_gather_samples,
                 reference=lambda x, indices, axis=0: np.take(x, indices, axis=axis), family="shape",
                 attrs={"axis": attributes.Axis()}, doc="x[..., indices, ...] along axis: the copying op for integer-array indices.")
 

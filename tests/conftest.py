@@ -1,4 +1,6 @@
+import importlib.util
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -36,3 +38,13 @@ def run_in_threads():
         for thread in threads:
             thread.join()
     return run
+
+
+@pytest.fixture(scope="session")
+def counts():
+    """benchmarks/architecture_counts.py as a module (the architecture and layering tests' analysis)."""
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "architecture_counts.py"
+    spec = importlib.util.spec_from_file_location("architecture_counts", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -4,7 +4,6 @@ Each ceiling is today's figure from benchmarks/architecture_counts.py; every ste
 redesign lowers its ceiling in the same commit, until the final checks hold (no cycles,
 function-level imports only for optional dependencies, no private reads, one shape-rule caller).
 """
-import importlib.util
 import pathlib
 
 import pytest
@@ -21,14 +20,6 @@ CEILINGS = {
     "files over 500 lines": 0,
     "test, example and benchmark files over 500 lines": 0,
 }
-
-
-@pytest.fixture(scope="module")
-def counts():
-    spec = importlib.util.spec_from_file_location("architecture_counts", ROOT / "benchmarks" / "architecture_counts.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 Each check fails on any violation it finds, with where it is. The analysis is benchmarks/architecture_counts.py's (``import_records``, ``private_reads``).
 """
-import importlib.util
 import pathlib
 
 import pytest
@@ -52,14 +51,6 @@ def layer_of(module):
             if module == name.removesuffix(".*") or (name.endswith(".*") and module.startswith(name[:-1])):
                 return layer
     return None
-
-
-@pytest.fixture(scope="module")
-def counts():
-    spec = importlib.util.spec_from_file_location("architecture_counts", ROOT / "benchmarks" / "architecture_counts.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def layering_violations(counts, root):

@@ -161,6 +161,17 @@ class Int(Attribute):
 
 
 @dataclass(frozen=True)
+class OneOf(Attribute):
+    """One of the strings ``options`` (a layout name, a mode, a reduction)."""
+    options: tuple = ()
+
+    def parse(self, value):
+        if not isinstance(value, str) or value not in self.options:
+            raise Invalid(f"{value!r:.40} is not one of {', '.join(map(repr, self.options))}")
+        return value
+
+
+@dataclass(frozen=True)
 class Seed(Attribute):
     """A random seed: an int in [0, 2**64), the seeds the kernels' 64-bit hash takes."""
 

@@ -222,7 +222,7 @@ def test_errors_when_built():
         g.nn.lstm(x, h0, c0[:2], w_ih, w_hh, b_ih, b_hh)
     with pytest.raises(gv.ShapeError, match=r"gru.*w_hh has shape \(24, 6\); with hidden size 6 it must be \(18, 6\)"):
         g.nn.gru(x, h0, w_ih, w_hh, b_ih, b_hh)
-    with pytest.raises(gv.OpArgumentError, match=r"lstm: attribute 'layout': 'bft' is not a layout"):
+    with pytest.raises(gv.OpArgumentError, match=r"lstm: attribute 'layout': 'bft' is not one of 'btf', 'tbf'"):
         g.nn.lstm(x, h0, c0, w_ih, w_hh, b_ih, b_hh, layout="bft")
     with pytest.raises(gv.DTypeError, match=r"lengths have dtype float64"):
         g.nn.lstm(x, h0, c0, w_ih, w_hh, b_ih, b_hh, lengths=np.array([1.0, 2.0, 3.0]))

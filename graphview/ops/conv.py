@@ -14,7 +14,7 @@ import numpy as np
 from graphview import attributes, dtypes
 from graphview.errors import ShapeError
 from graphview.ops import spatial
-from graphview.ops.spatial import Ints, LayoutName, Pads, layout_of, output_size, padding_pairs, transposed_size
+from graphview.ops.spatial import Ints, Pads, layout_of, output_size, padding_pairs, transposed_size
 from graphview.registry import defop, public
 from graphview.shapes import format_shape
 from graphview.testing import Sample, transposed
@@ -340,19 +340,10 @@ def _weight_grad_samples():
 
 def _attrs(rank, transpose=False):
     declared = {"stride": Ints(rank), "padding": Pads(rank), "dilation": Ints(rank),
-                "groups": attributes.Int(minimum=1), "layout": LayoutName(rank)}
+                "groups": attributes.Int(minimum=1), "layout": spatial.layout_name(rank)}
     if transpose:
         declared["output_padding"] = Ints(rank, minimum=0)
     return declared
-
-
-class _AnyLayout(LayoutName):
-    """A layout name of a 1-D or a 2-D spatial op."""
-
-    def parse(self, value):
-        if not isinstance(value, str) or value not in spatial.LAYOUTS[1] + spatial.LAYOUTS[2]:
-            raise attributes.Invalid(f"{value!r} is not one of {', '.join(map(repr, spatial.LAYOUTS[1] + spatial.LAYOUTS[2]))}")
-        return value
 
 
 def _kernel_sizes(in_shapes, attrs):
@@ -415,7 +406,7 @@ def _bias_grad_reference(gy, layout="bchw"):
 conv_bias_grad = defop(
     "conv_bias_grad", shape=_bias_grad_shape, kernel=_bias_grad_kernel, accepts=dtypes.FLOATS,
     samples=_bias_grad_samples, reference=_bias_grad_reference, family="conv",
-    attrs={"layout": _AnyLayout()},
+    attrs={"layout": attributes.OneOf(spatial.LAYOUTS[1] + spatial.LAYOUTS[2])},
     doc="A convolution's bias gradient: gy summed over every axis but the channels (one pass, in float64). "
         "Differentiable (its gradient is a broadcast).")
 

@@ -11,7 +11,7 @@ from graphview import attributes, dtypes
 from graphview.dims import Dim, DimError
 from graphview.errors import ExecutionError, OpArgumentError, ShapeError
 from graphview.layouts import table
-from graphview.ops.reduction_losses import Reduction
+from graphview.ops.reduction_losses import REDUCTION
 from graphview.ops.shape import contiguous
 from graphview.registry import defop, graph_of, public
 from graphview.shapes import format_shape
@@ -19,7 +19,7 @@ from graphview.testing import Sample, strided, transposed
 from graphview.variable import Variable
 from graphview_kernels import ctc as kernels
 
-ATTRS = {"blank": attributes.Int(minimum=0), "reduction": Reduction(), "zero_infinity": attributes.Bool()}
+ATTRS = {"blank": attributes.Int(minimum=0), "reduction": REDUCTION, "zero_infinity": attributes.Bool()}
 
 
 # --- shapes, dtypes and the run-time checks ------------------------------------------------------

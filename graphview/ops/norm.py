@@ -19,7 +19,7 @@ import numpy as np
 
 from graphview import attributes, dtypes
 from graphview.errors import GraphviewError, OpArgumentError, ShapeError
-from graphview.ops.norm_common import (Choice, Positive, check_masks, default, f64, grouped, length_masks,
+from graphview.ops.norm_common import (Positive, check_masks, default, f64, grouped, length_masks,
                                        masked_pair, refuse_lengths, restore, sample_mask, static_axes, target_of,
                                        training, valid_full, valid_weights)
 from graphview.registry import defop, graph_of, public
@@ -217,7 +217,7 @@ batch_norm_grad = defop(
     accepts=dtypes.FLOATS, samples=_batch_norm_grad_samples,
     no_gradient="batch_norm's gradient is a dedicated backward kernel: no second derivatives",
     reference=_batch_norm_grad_reference, family="norm",
-    attrs={"axis": attributes.Axis(), "eps": _EPS, "part": Choice(options=BATCH_PARTS)},
+    attrs={"axis": attributes.Axis(), "eps": _EPS, "part": attributes.OneOf(BATCH_PARTS)},
     doc="batch_norm's dedicated backward kernel: the gradient of one input ('part'), through the batch "
         "statistics in a training step (PyTorch's backward), the running ones elsewhere; not differentiable.")
 
@@ -474,7 +474,7 @@ layer_norm_grad = defop(
     accepts=dtypes.FLOATS, samples=_layer_norm_grad_samples,
     no_gradient="layer_norm's gradient is a dedicated backward kernel: no second derivatives",
     reference=_layer_norm_grad_reference, family="norm",
-    attrs={"axis": attributes.Axis(many=True), "eps": _EPS, "part": Choice(options=LAYER_PARTS)},
+    attrs={"axis": attributes.Axis(many=True), "eps": _EPS, "part": attributes.OneOf(LAYER_PARTS)},
     doc="layer_norm's dedicated backward kernel: the gradient of x, gamma or beta ('part'); not differentiable.")
 
 

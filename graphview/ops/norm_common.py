@@ -28,17 +28,6 @@ class Positive(attributes.Float):
         return value
 
 
-@dataclass(frozen=True)
-class Choice(attributes.Attribute):
-    """One of ``options`` (strings)."""
-    options: tuple = ()
-
-    def parse(self, value):
-        if not isinstance(value, str) or value not in self.options:
-            raise attributes.Invalid(f"{value!r} is not one of {', '.join(self.options)}")
-        return value
-
-
 def training():
     """True inside a training step (fit, GradientStep): batch statistics, not running ones."""
     state = runstate.current()

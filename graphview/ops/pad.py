@@ -45,16 +45,6 @@ class PadWidths(attributes.Attribute):
             raise attributes.Invalid(f"{len(value)} pairs for input 0 ({label}) of rank {len(shape)}", ShapeError)
 
 
-@dataclass(frozen=True)
-class PadMode(attributes.Attribute):
-    """One of np.pad's modes that graphview implements: constant, reflect, edge."""
-
-    def parse(self, value):
-        if not isinstance(value, str) or value not in MODES:
-            raise attributes.Invalid(f"{value!r:.40} is not one of {', '.join(map(repr, MODES))}")
-        return value
-
-
 def pad_widths(op, pad_width, rank):
     """NumPy's pad_width (an int, a pair, one pair or a pair per axis) as ``rank`` (before, after) pairs."""
     try:
@@ -144,7 +134,7 @@ def _pad_samples():
 
 pad_op = defop("pad", shape=_pad_shape, kernel=_pad_kernel, accepts=dtypes.ALL, samples=_pad_samples,
                reference=_pad_reference, family="shape", dims=_pad_dims,
-               attrs={"pad_width": PadWidths(), "mode": PadMode(), "value": attributes.Float()},
+               attrs={"pad_width": PadWidths(), "mode": attributes.OneOf(MODES), "value": attributes.Float()},
                doc="np.pad with modes constant (value), reflect (pads smaller than the axis) and edge.")
 
 
@@ -219,5 +209,5 @@ pad_grad = defop("pad_grad", shape=_pad_grad_shape, kernel=_pad_grad_kernel, acc
                  samples=_pad_grad_samples, reference=_pad_grad_reference, family="shape",
                  dims=lambda in_dims, in_shapes, attrs, out_shape: tuple(
                      d if pair == (0, 0) else None for d, pair in zip(in_dims[0], attrs["pad_width"])),
-                 attrs={"pad_width": PadWidths(), "mode": PadMode()},
+                 attrs={"pad_width": PadWidths(), "mode": attributes.OneOf(MODES)},
                  doc="The gradient of pad: each padded entry added back onto the entry it copies (its gradient is pad).")

@@ -16,7 +16,6 @@ argmaxes, whose gradient is max_pool2d_grad again; ``avg_pool2d_grad(x, grad)`` 
 the windows (x gives only the shape), and its gradient is avg_pool2d. Likewise for 1-D and for
 ``global_avg_pool`` (``global_avg_pool_grad``).
 """
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -24,23 +23,13 @@ from numpy.lib.stride_tricks import sliding_window_view
 from graphview import attributes, dtypes
 from graphview.errors import ShapeError
 from graphview.ops import spatial
-from graphview.ops.spatial import Ints, LayoutName, Pads, layout_of, output_size, padding_pairs, tuple_of
+from graphview.ops.spatial import Ints, Pads, layout_of, output_size, padding_pairs, tuple_of
 from graphview.registry import defop, graph_of, public
 from graphview.shapes import format_shape
 from graphview.testing import Sample, strided, transposed
 from graphview_kernels import pool as kernels
 
 GLOBAL_LAYOUTS = spatial.LAYOUTS[1] + spatial.LAYOUTS[2]
-
-
-@dataclass(frozen=True)
-class SpatialLayout(attributes.Attribute):
-    """A layout name of a 1-D or a 2-D spatial op ('bcw', 'bwc', 'bchw', 'bhwc')."""
-
-    def parse(self, value):
-        if not isinstance(value, str) or value not in GLOBAL_LAYOUTS:
-            raise attributes.Invalid(f"{value!r:.40} is not one of {', '.join(map(repr, GLOBAL_LAYOUTS))}")
-        return value
 
 
 def _layout(op, x, layout, rank):
@@ -294,7 +283,7 @@ def _grad_samples(rank, avg, select=False):
 # --- declarations ----------------------------------------------------------------------------------
 
 def _attrs(rank, avg):
-    declared = {"kernel_size": Ints(rank), "stride": Ints(rank), "padding": Pads(rank), "layout": LayoutName(rank)}
+    declared = {"kernel_size": Ints(rank), "stride": Ints(rank), "padding": Pads(rank), "layout": spatial.layout_name(rank)}
     return dict(declared, count_include_pad=attributes.Bool()) if avg else declared
 
 
@@ -455,13 +444,13 @@ def _global_dims(in_dims, in_shapes, attrs, out_shape):
 
 global_avg_pool_op = defop(
     "global_avg_pool", shape=_global_shape, kernel=_global_kernel, promote="same", accepts=dtypes.FLOATS,
-    samples=_global_samples, reference=_global_reference, family="pool", attrs={"layout": SpatialLayout()},
+    samples=_global_samples, reference=_global_reference, family="pool", attrs={"layout": attributes.OneOf(GLOBAL_LAYOUTS)},
     dims=_global_dims, doc="The mean over the spatial axes of x ('bcw', 'bwc', 'bchw' or 'bhwc'): (batch, channels). "
     "Its gradient is global_avg_pool_grad, a dedicated kernel (differentiable).")
 global_avg_pool_grad = defop(
     "global_avg_pool_grad", shape=_global_grad_shape, kernel=_global_grad_kernel, promote="same",
     accepts=dtypes.FLOATS, samples=_global_grad_samples, reference=_global_grad_reference, family="pool",
-    attrs={"layout": SpatialLayout()}, dims=_same_dims,
+    attrs={"layout": attributes.OneOf(GLOBAL_LAYOUTS)}, dims=_same_dims,
     doc="global_avg_pool's gradient: grad / (spatial size) over x's shape; its gradient is global_avg_pool.")
 
 

@@ -9,7 +9,6 @@ packed result. Backpropagation through time is an op of its own (``lstm_backward
 and the weight gradients of all steps one more (``*_weight_gradients``): dedicated kernels, not
 differentiable. Their gradient rules are in graphview/gradients/recurrent.py.
 """
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,17 +26,7 @@ LAYOUTS = ("btf", "tbf")
 LSTM_SECTIONS, GRU_SECTIONS = 6, 5
 
 
-@dataclass(frozen=True)
-class Layout(attributes.Attribute):
-    """'btf' (batch, time, features) or 'tbf' (time, batch, features)."""
-
-    def parse(self, value):
-        if not isinstance(value, str) or value not in LAYOUTS:
-            raise attributes.Invalid(f"{value!r} is not a layout: use 'btf' (batch, time, features) or 'tbf'")
-        return value
-
-
-LAYOUT = {"layout": Layout()}
+LAYOUT = {"layout": attributes.OneOf(LAYOUTS)}
 
 
 # --- shape and dtype rules ------------------------------------------------------------------------

@@ -6,7 +6,6 @@ element (per label for nll). Over a dim with lengths they are built masked (thei
 at the end): the mean and the sum cover the valid entries only. Gradient rules:
 graphview/gradients/reduction_losses.py.
 """
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,16 +23,7 @@ from graphview.ops.shape import contiguous
 from graphview_kernels import losses as kernels
 
 REDUCTIONS = {"none": kernels.NONE, "sum": kernels.SUM, "mean": kernels.MEAN}
-
-
-@dataclass(frozen=True)
-class Reduction(attributes.Attribute):
-    """One of "mean", "sum", "none" (PyTorch's reduction)."""
-
-    def parse(self, value):
-        if not isinstance(value, str) or value not in REDUCTIONS:
-            raise attributes.Invalid(f"{value!r} is not one of 'mean', 'sum', 'none'")
-        return value
+REDUCTION = attributes.OneOf(("mean", "sum", "none"))   # PyTorch's reduction argument
 
 
 def _same_shapes(op, first, second, names):
@@ -123,7 +113,7 @@ def _huber_reference(p, t, delta=1.0):
     return np.where(d <= delta, 0.5 * d * d, delta * (d - 0.5 * delta))
 
 
-_REDUCTION = {"reduction": Reduction()}
+_REDUCTION = {"reduction": REDUCTION}
 
 _bce = defop(
     "binary_cross_entropy_with_logits", shape=_bce_shape, kernel=_pair_kernel(kernels.bce_with_logits),
@@ -242,7 +232,7 @@ def _nll_samples():
     return result
 
 
-_NLL_ATTRS = {"reduction": Reduction(), "ignore_index": attributes.Int()}
+_NLL_ATTRS = {"reduction": REDUCTION, "ignore_index": attributes.Int()}
 
 _nll = defop(
     "nll", shape=_nll_shape, dtype=_nll_dtype, kernel=_nll_kernel, promote="float", promote_inputs=(0,),

@@ -12,7 +12,7 @@
   dims derived by dim arithmetic (a stride-1 "same" convolution keeps its input's dims), channels
   kept or unknown.
 
-The attribute declarations :class:`Ints`, :class:`Pads` and :class:`LayoutName` check node attributes
+The attribute declarations :class:`Ints`, :class:`Pads` and :func:`layout_name` check node attributes
 when a node is built or loaded, and normalize ints to tuples.
 """
 from dataclasses import dataclass
@@ -97,16 +97,9 @@ class Pads(Attribute):
         return _pairs(value, self.count)
 
 
-@dataclass(frozen=True)
-class LayoutName(Attribute):
-    """One of the layout names of an op with ``spatial_rank`` spatial axes."""
-    spatial_rank: int = 2
-
-    def parse(self, value):
-        names = LAYOUTS[self.spatial_rank]
-        if not isinstance(value, str) or value not in names:
-            raise attributes.Invalid(f"{value!r} is not one of {', '.join(map(repr, names))}")
-        return value
+def layout_name(spatial_rank):
+    """The declaration of a layout name of an op with ``spatial_rank`` spatial axes."""
+    return attributes.OneOf(LAYOUTS[spatial_rank])
 
 
 def tuple_of(op, what, value, count, minimum=1):

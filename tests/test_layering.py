@@ -16,7 +16,8 @@ LAYERS = {
     0: ["graphview_kernels.*"],
     1: ["graphview.errors", "graphview.shapes", "graphview.dtypes", "graphview.dims", "graphview.attributes",
         "graphview.registry", "graphview.variable", "graphview.indexing", "graphview.testing",
-        "graphview.runstate", "graphview.version", "graphview.layouts.table", "graphview.masked_form"],
+        "graphview.runstate", "graphview.version", "graphview.layouts.table", "graphview.masked_form",
+        "graphview.init"],
     2: ["graphview.ops.*", "graphview.layouts", "graphview.layouts.dimrules", "graphview.layouts.ops"],
     3: ["graphview.core", "graphview.infer"],
     4: ["graphview.building", "graphview.masking", "graphview.listeners", "graphview.scheduling",
@@ -25,7 +26,7 @@ LAYERS = {
     5: ["graphview.gradients.*"],
     6: ["graphview.graph", "graphview.training.*", "graphview.finite_differences", "graphview.localize",
         "graphview.gradcheck", "graphview.opsuite", "graphview.rearrange", "graphview.layouts.views",
-        "graphview.data.*"],
+        "graphview.data.*", "graphview.layers.*", "graphview.model_summary"],
     7: ["graphview", "graphview.__main__", "graphview.cli", "graphview.cli_report", "graphview.cli_progress",
         "graphview.targets", "graphview.dot", "graphview.adr.*"],
 }

@@ -14,6 +14,7 @@ from graphview.registry import Namespace
 from graphview.shapes import format_shape
 from graphview.training.evaluation import evaluate
 from graphview.training.fit import fit
+from graphview.training.predict import predict
 from graphview.variable import Variable
 
 SPACES = ("math", "nn", "linalg", "shape", "loss", "random")
@@ -103,6 +104,11 @@ class Graph(core.GraphCore):
     def evaluate(self, dataset, output, label, feature_mapping=None, classes=None):
         """Accuracy, per-class precision/recall and a confusion matrix of ``output`` against ``label``."""
         return evaluate(self, dataset, output, label, feature_mapping, classes)
+
+    def predict(self, data, output, batch_size=256, feature_mapping=None):
+        """``output`` over all of ``data`` (an array, a dict of arrays by placeholder name, or a data set) in
+        batches and in inference mode, as one array; see graphview.training.predict."""
+        return predict(self, data, output, batch_size, feature_mapping)
 
     def summary(self):
         """A table of every variable: name, kind, op, shape, dtype and inputs; a VARIABLE made with

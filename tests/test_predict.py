@@ -119,6 +119,12 @@ def test_a_sequence_model_is_fed_its_lengths_through_the_dict():
     np.testing.assert_allclose(result, expected, rtol=1e-12)
     with pytest.raises(gv.PlaceholderError, match=r"needs the placeholders seq, seq_len.*pass a dict"):
         g.predict(padded, scores)
+    ragged = data.ArrayDataSet({"seq": [row[:length] for row, length in zip(padded, lengths)]})
+    batches = ragged >> data.Batch(4, pad="longest", pad_value=1e6)    # each batch padded to its own longest
+    mapping = {"seq": "seq", "seq:lengths": "seq_len"}
+    np.testing.assert_allclose(g.predict(batches, scores, feature_mapping=mapping), expected, rtol=1e-12)
+    with pytest.raises(gv.PlaceholderError, match=r"needs placeholder\(s\) seq_len, which the batch does not feed"):
+        g.predict(batches, scores)
 
 
 def test_an_array_alone_is_refused_for_a_padded_input_even_where_the_output_reads_no_lengths():
@@ -146,6 +152,9 @@ def test_errors_name_what_is_wrong():
     for size in (0, -3, 2.5, True, "8"):
         with pytest.raises(gv.GraphviewError, match="batch_size must be a positive int"):
             g.predict(x, logits, batch_size=size)
+    with pytest.raises(gv.DTypeError, match=r"predict: the array for placeholder 'x' has dtype complex128.*"
+                                            r"astype\('float64'\)"):
+        g.predict(x.astype(complex), logits)
     with pytest.raises(gv.GraphviewError, match="not list"):
         g.predict(x.tolist(), logits)
     with pytest.raises(gv.PlaceholderError, match=r"'x' has 10 rows, 'y' has 9"):

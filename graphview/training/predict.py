@@ -11,7 +11,7 @@ import numpy as np
 
 from graphview import runstate
 from graphview.data.dataset import DataSet
-from graphview.errors import GraphviewError, PlaceholderError
+from graphview.errors import DTypeError, GraphviewError, PlaceholderError
 from graphview.layouts.table import dynamic_axes
 from graphview.shapes import format_shape
 from graphview.training.config import conformed
@@ -73,7 +73,7 @@ def named_arrays(graph, data, needed, output):
             if not isinstance(key, str) or key not in graph or graph.node(key).kind is not Kind.PLACEHOLDER:
                 raise PlaceholderError(f"predict: key {key!r} of the data dict is not a placeholder of graph "
                                        f"{graph.name!r}; the keys name placeholders")
-        arrays = {name: rows_of(name, value) for name, value in data.items()}
+        arrays = {name: rows_of(graph, name, value) for name, value in data.items()}
         first = next(iter(arrays), None)
         for name, array in arrays.items():
             if len(array) != len(arrays[first]):
@@ -89,15 +89,20 @@ def named_arrays(graph, data, needed, output):
             raise PlaceholderError(f"predict: output {output!r} needs the placeholders "
                                    f"{', '.join(needed) or 'none'}, so an array alone cannot feed it; "
                                    "pass a dict {placeholder name: array} or a data set")
-        return {needed[0]: rows_of(needed[0], data)}
+        return {needed[0]: rows_of(graph, needed[0], data)}
     raise GraphviewError(f"predict: data must be a NumPy array, a dict of arrays by placeholder name or a "
                          f"gv.data data set, not {type(data).__name__}")
 
 
-def rows_of(name, value):
+def rows_of(graph, name, value):
     array = value if isinstance(value, np.ndarray) else np.asarray(value)
     if array.ndim == 0:
         raise PlaceholderError(f"predict: the data for {name!r} is a scalar; predict needs rows along axis 0")
+    expected = graph.node(name).dtype
+    if not np.can_cast(array.dtype, expected, "same_kind"):   # conformed's message speaks of fit's batches
+        raise DTypeError(f"predict: the array for placeholder {name!r} has dtype {array.dtype.name}, which does "
+                         f"not cast to {expected.name} without changing its kind; pass array.astype("
+                         f"{expected.name!r})")
     return array
 
 

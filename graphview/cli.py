@@ -126,6 +126,8 @@ def build_parser():
     summary = commands.add_parser("summary", parents=[common], help="print the variables of a TARGET's graph",
                                   description="Print g.summary() of a graph file or a function target.")
     summary.add_argument("target", metavar="TARGET")
+    summary.add_argument("--params", action="store_true",
+                         help="the layers instead: output shape and parameter count of each, and the totals")
     summary.set_defaults(func=_summary)
 
     listing = commands.add_parser("ops", parents=[common], help="list every registered op",
@@ -206,7 +208,7 @@ def _load(args, **options):
 
 def _summary(args):
     graph, placeholders = _load(args)
-    print(graph.summary())
+    print(graph.summary(params=args.params))
     if graph.losses:
         print(f"losses: {', '.join(v.name for v in graph.losses)}")
     if placeholders:

@@ -8,6 +8,7 @@ instantiates the class ``graphview/graph.py`` registers, so none of them imports
 (ADR 0017).
 """
 import contextlib
+import copy
 import itertools
 import threading
 from types import MappingProxyType
@@ -45,7 +46,9 @@ class GraphCore:
     ``listeners`` watch every run of the graph. ``non_trainable`` holds the VARIABLEs made with
     ``trainable=False`` (updaters and default gradient checks skip them); ``state_updates`` maps such a
     variable to the in-place node giving its value after a training step, which training steps run and
-    write back (batch norm's running statistics, ADR 0019)."""
+    write back (batch norm's running statistics, ADR 0019). ``layers`` maps each layer's full name to
+    its record (graphview/layers, ADR 0023): ``{"type", "parent", "variables", "calls"}``, with
+    ``calls`` a list of ``{"inputs": [names], "output": name}``; plain JSON, saved with the graph."""
 
     def __init__(self, name=None):
         number = next(_numbers)
@@ -56,6 +59,7 @@ class GraphCore:
         self.listeners = []
         self.non_trainable = set()
         self.state_updates = {}
+        self.layers = {}
         # Caches the layers above keep per graph (autodiff's gradient graphs): they live and die with it.
         self.derived = {}
         self._nodes = {}
@@ -148,6 +152,19 @@ class GraphCore:
         finally:
             self._scopes.pop()
 
+    @contextlib.contextmanager
+    def in_scope(self, full):
+        """Names created inside the block go under ``full`` (a scope path such as ``net/dense``), whatever
+        scope the block is entered from: a layer called again builds under its own name."""
+        parts = full.split("/") if isinstance(full, str) else []
+        if not parts or not all(parts):
+            raise GraphviewError(f"in_scope: {full!r} is not a scope path of non-empty names")
+        saved, self._scopes = self._scopes, parts
+        try:
+            yield
+        finally:
+            self._scopes = saved
+
     def _scoped(self, name):
         return "/".join(self._scopes + [name])
 
@@ -168,6 +185,25 @@ class GraphCore:
                 count += 1
                 full = f"{base}_{count}"
             self._counters[base] = count + 1
+            return full
+
+    def add_layer(self, name, default, type_name, parent=None):
+        """Register a layer under ``name`` (refused if a layer has it) or a fresh numbered name from
+        ``default``, both in the current scope; returns its full name."""
+        with self.lock:
+            if name is not None:
+                if not isinstance(name, str) or not name or "/" in name:
+                    raise GraphviewError(f"a layer name must be a non-empty string without '/', not {name!r}")
+                full = self._scoped(name)
+                if full in self.layers:
+                    raise NameConflictError(f"graph {self.name!r} already has a layer named {full!r}")
+            else:
+                base, count = self._scoped(default), 0
+                full = base
+                while full in self.layers:
+                    count += 1
+                    full = f"{base}_{count}"
+            self.layers[full] = {"type": type_name, "parent": parent, "variables": [], "calls": []}
             return full
 
     def name_of(self, value):
@@ -328,6 +364,8 @@ class GraphCore:
         graph.non_trainable = {name for name in self.non_trainable if name in graph}
         graph.state_updates = {name: node for name, node in self.state_updates.items()
                                if name in graph and node in graph}
+        if keep is None:
+            graph.layers = copy.deepcopy(self.layers)
         return graph
 
     # --- feeding ---------------------------------------------------------------

@@ -8,6 +8,7 @@ from graphview import autodiff, core, serialization
 from graphview.building import build_op
 from graphview.execution import executor_of
 from graphview.layouts.table import dimmed_placeholder
+from graphview.model_summary import layer_table
 from graphview.ops.inplace import apply as apply_inplace
 from graphview.ops.view import create_view
 from graphview.registry import Namespace
@@ -110,9 +111,13 @@ class Graph(core.GraphCore):
         batches and in inference mode, as one array; see graphview.training.predict."""
         return predict(self, data, output, batch_size, feature_mapping)
 
-    def summary(self):
+    def summary(self, params=False):
         """A table of every variable: name, kind, op, shape, dtype and inputs; a VARIABLE made with
-        ``trainable=False`` is marked "(not trained)", and each state update is listed below the table."""
+        ``trainable=False`` is marked "(not trained)", and each state update is listed below the table.
+        ``params=True``: the layers instead (graphview.layers), each with its output shape and parameter
+        count, and the totals, trainable and not (Keras' model.summary())."""
+        if params:
+            return layer_table(self)
         rows = [("name", "kind", "op", "shape", "dtype", "inputs")]
         for node in self.nodes():
             kind = f"{node.kind} (not trained)" if node.name in self.non_trainable else str(node.kind)

@@ -81,6 +81,8 @@ def save(graph, path, placeholders=None):
         document["non_trainable"] = [n.name for n in graph.nodes() if n.name in graph.non_trainable]
     if graph.state_updates:
         document["state_updates"] = [[name, node] for name, node in graph.state_updates.items()]
+    if graph.layers:
+        document["layers"] = [{"name": name, **record} for name, record in graph.layers.items()]
     text = _layout(document)
     try:
         with _replacing(shown) as stream, zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_DEFLATED) as archive:
@@ -257,6 +259,7 @@ class _Reader(ArchiveReader):
             self._add(graph, position, entry)
         dimfile.read(document, graph, lambda message: self.fail(f"{GRAPH_JSON}: {message}"))
         self._state(document, graph)
+        self._layers(document, graph)
         losses = document["losses"]
         if losses:
             for name in losses:
@@ -292,6 +295,32 @@ class _Reader(ArchiveReader):
                 graph.add_state_update(*pair)
             except GraphviewError as error:
                 self.fail(f"{GRAPH_JSON}: {error}")
+
+    def _layers(self, document, graph):
+        """The optional ``layers`` records (ADR 0023): each names a layer once, its parent an earlier
+        layer, and only nodes of the graph."""
+        records = document.get("layers", [])
+        if not isinstance(records, list):
+            self.fail(f"{GRAPH_JSON}: 'layers' must be a list of layer records, got {records!r:.80}")
+        for position, record in enumerate(records):
+            where = f"{GRAPH_JSON}: layer {position}"
+            if not isinstance(record, dict) or set(record) != {"name", "type", "parent", "variables", "calls"}:
+                self.fail(f"{where} is not a record with name, type, parent, variables and calls: {record!r:.80}")
+            name, parent = record["name"], record["parent"]
+            if not isinstance(name, str) or not name or name in graph.layers or not isinstance(record["type"], str):
+                self.fail(f"{where}: name {name!r:.80} is not a new layer name or type is not a string")
+            if parent is not None and parent not in graph.layers:
+                self.fail(f"{where} ({name!r}): parent {parent!r:.80} is not an earlier layer")
+            variables, calls = record["variables"], record["calls"]
+            if not isinstance(variables, list) or not all(isinstance(v, str) and v in graph for v in variables):
+                self.fail(f"{where} ({name!r}): variables {variables!r:.80} are not nodes of the graph")
+            if not isinstance(calls, list) or not all(
+                    isinstance(call, dict) and set(call) == {"inputs", "output"} and isinstance(call["inputs"], list)
+                    and all(isinstance(n, str) and n in graph for n in call["inputs"] + [call["output"]])
+                    for call in calls):
+                self.fail(f"{where} ({name!r}): calls {calls!r:.80} are not {{inputs, output}} of graph nodes")
+            graph.layers[name] = {"type": record["type"], "parent": parent, "variables": list(variables),
+                                  "calls": [{"inputs": list(c["inputs"]), "output": c["output"]} for c in calls]}
 
     def _add(self, graph, position, entry):
         where = f"node {position}"

@@ -53,6 +53,7 @@ class Layer:
         self.name = None          # the full name, set on the first call
         self.parent = None        # the enclosing layer on the first call (a Sequential), if any
         self.own_variables = []   # the variables this layer created, in creation order
+        self.built = False        # whether build() completed (a failed first build leaves a bound layer unusable)
 
     # --- calling -----------------------------------------------------------------------------------
 
@@ -63,15 +64,29 @@ class Layer:
         graph = inputs[0].graph
         for x in inputs:
             graph.check_owned(x)
-        if self.graph is None:
+        first = self.graph is None
+        if first:
             self._bind(graph)
-            with graph.in_scope(self.name), self._calling():
-                self.build(*inputs)
+            try:
+                with graph.in_scope(self.name), self._calling():
+                    self.build(*inputs)
+            except Exception:
+                self._unbind_if_unused()
+                raise
+            self.built = True
         elif graph is not self.graph:
             raise GraphviewError(f"{self.describe()} belongs to graph {self.graph.name!r}; it cannot be called on "
                                  f"variables of graph {graph.name!r} (make a new layer for each graph)")
-        with graph.in_scope(self.name), self._calling():
-            output = self.forward(*inputs, **options)
+        elif not self.built:
+            raise GraphviewError(f"{self.describe()} failed while building its variables on its first call, after "
+                                 f"making {', '.join(v.name for v in self.own_variables)}; make a new layer")
+        try:
+            with graph.in_scope(self.name), self._calling():
+                output = self.forward(*inputs, **options)
+        except Exception:
+            if first:
+                self._unbind_if_unused()
+            raise
         graph.layers[self.name]["calls"].append({"inputs": [x.name for x in inputs], "output": output.name})
         return output
 
@@ -80,6 +95,18 @@ class Layer:
         self.graph, self.parent = graph, parent
         self.name = graph.add_layer(self.requested_name, snake(type(self).__name__), type(self).__name__,
                                     parent.name if parent is not None else None)
+
+    def _unbind_if_unused(self):
+        """After a failed first call: forget the binding, and the graph its record, when nothing refers to
+        them (no variable made, no call, no layer inside), so that the layer can be called again; else it
+        stays bound, its record listing the variables made before the failure."""
+        graph, name = self.graph, self.name
+        with graph.lock:
+            record = graph.layers[name]
+            if record["variables"] or record["calls"] or any(r["parent"] == name for r in graph.layers.values()):
+                return
+            del graph.layers[name]
+        self.graph = self.name = self.parent = None
 
     @contextlib.contextmanager
     def _calling(self):

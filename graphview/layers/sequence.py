@@ -13,22 +13,23 @@ RECURRENT_LAYOUTS = ("btf", "tbf")
 class _Recurrent(Layer):
     gates, op = None, None
 
-    def __init__(self, units, return_sequences=False, layout="btf", kernel_init=None, dtype=None, *, name=None,
-                 seed=None):
+    def __init__(self, units, return_sequences=False, layout="btf", kernel_init=None, dtype=None, *, bias_init=None,
+                 name=None, seed=None):
         super().__init__(name=name, seed=seed)
         self.units = positive_int(self, "units", units)
         if layout not in RECURRENT_LAYOUTS:
             raise OpArgumentError(f"{type(self).__name__}: layout must be 'btf' or 'tbf', not {layout!r}")
         self.return_sequences, self.layout, self.dtype = bool(return_sequences), layout, dtype
-        self.init = initializers.get(kernel_init or initializers.fan_in_uniform())
+        self.kernel_init = initializers.get(kernel_init or initializers.fan_in_uniform())
+        self.bias_init = initializers.get(bias_init or initializers.fan_in_uniform())
 
     def build(self, x, lengths=None):
         features = static_size(self, x, len(x.shape) - 1, "feature")
         dtype, rows, fans = float_dtype(self, x, self.dtype), self.gates * self.units, (self.units, self.units)
-        self.weight_ih = self.add_variable("weight_ih", (rows, features), dtype, self.init, fans)
-        self.weight_hh = self.add_variable("weight_hh", (rows, self.units), dtype, self.init, fans)
-        self.bias_ih = self.add_variable("bias_ih", (rows,), dtype, self.init, fans)
-        self.bias_hh = self.add_variable("bias_hh", (rows,), dtype, self.init, fans)
+        self.weight_ih = self.add_variable("weight_ih", (rows, features), dtype, self.kernel_init, fans)
+        self.weight_hh = self.add_variable("weight_hh", (rows, self.units), dtype, self.kernel_init, fans)
+        self.bias_ih = self.add_variable("bias_ih", (rows,), dtype, self.bias_init, fans)
+        self.bias_hh = self.add_variable("bias_hh", (rows,), dtype, self.bias_init, fans)
         self.zeros = self.graph.constant("zeros", np.zeros((1, self.units), dtype))
 
     def zero_state(self, x):
@@ -48,7 +49,8 @@ class LSTM(_Recurrent):
     """PyTorch's nn.LSTM (one layer, zero initial states) as a layer: ``g.nn.lstm``, one fused op over all
     steps. Returns the last valid step's hidden state (batch, units), or every step's outputs with
     ``return_sequences=True``. Lengths come from x's time Dim, or ``layer(x, lengths=...)``; padding steps
-    never reach the result. Initial values U(-1/sqrt(units), 1/sqrt(units)) as PyTorch."""
+    never reach the result. Initial values U(-1/sqrt(units), 1/sqrt(units)) as PyTorch, unless ``kernel_init``
+    (weight_ih, weight_hh) or ``bias_init`` (bias_ih, bias_hh) say otherwise."""
     gates = 4
 
     def run(self, x, lengths):
@@ -88,11 +90,11 @@ class MultiHeadAttention(Layer):
             raise OpArgumentError(f"{self.describe()}: {self.heads} heads do not divide embed_dim {d}")
         dtype = float_dtype(self, query, self.dtype)
         packed = (d, 3 * d)
+        d_k = static_size(self, key, len(key.shape) - 1, "key feature")       # both checked before any variable
+        d_v = static_size(self, value, len(value.shape) - 1, "value feature")
         self.w_q = self.add_variable("w_q", (d, d), dtype, initializers.glorot_uniform(), packed)
-        self.w_k = self.add_variable("w_k", (d, static_size(self, key, len(key.shape) - 1, "key feature")), dtype,
-                                     initializers.glorot_uniform(), packed)
-        self.w_v = self.add_variable("w_v", (d, static_size(self, value, len(value.shape) - 1, "value feature")),
-                                     dtype, initializers.glorot_uniform(), packed)
+        self.w_k = self.add_variable("w_k", (d, d_k), dtype, initializers.glorot_uniform(), packed)
+        self.w_v = self.add_variable("w_v", (d, d_v), dtype, initializers.glorot_uniform(), packed)
         self.w_o = self.add_variable("w_o", (d, d), dtype, initializers.fan_in_uniform(), (d, d))
         self.biases = [self.add_variable(f"b_{part}", (d,), dtype, initializers.zeros()) if self.use_bias else None
                        for part in "qkvo"]

@@ -38,6 +38,8 @@ from graphview.layouts.views import (ClassView, DataView, ImageView, LayoutError
 from graphview.rearrange import PatternError, rearrange, reduce  # noqa: E402
 from graphview.ops.masked import PUBLIC as _MASKED, mask_of  # noqa: E402
 from graphview.masked_form import Masked  # noqa: E402
+# Process-wide switches: gv.config.fusion, the generated kernels' cache folder (ADR 0024).
+from graphview.config import config  # noqa: E402
 # Layers, models and initializers (ADR 0023).
 from graphview import init, layers  # noqa: E402
 from graphview.layers import Sequential  # noqa: E402
@@ -63,5 +65,5 @@ __all__ = [
     "Dim", "DimError", "batch_dim", "dims_of", "lengths_of", "mask_of", "set_dims", "unmasked", "DataView",
     "ImageView", "SequenceView", "ClassView", "ListView", "LayoutError", "rearrange", "reduce", "PatternError",
     "masked_sum", "masked_mean", "masked_max", "masked_min", "masked_logsumexp", "masked_softmax",
-    "masked_log_softmax", "masked_softmax_cross_entropy", "init", "layers", "Sequential",
+    "masked_log_softmax", "masked_softmax_cross_entropy", "init", "layers", "Sequential", "config",
 ]

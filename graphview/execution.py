@@ -25,6 +25,8 @@ import weakref
 
 import numpy as np
 
+from graphview import fusion
+from graphview.config import config
 from graphview.errors import DTypeError, ExecutionError, PlaceholderError, ShapeError, GraphviewError
 from graphview.infer import run_shape
 from graphview.registry import get as get_op
@@ -74,7 +76,10 @@ class Step:
 
 
 class Plan:
-    def __init__(self, graph, outputs, sources, steps, slots, copy_outputs):
+    """``steps`` run one by one when listeners watch (each op seen, ADR 0024); ``unlistened`` is the
+    loop of a run without listeners, where a fused group (graphview/fusion.py) is one entry."""
+
+    def __init__(self, graph, outputs, sources, steps, slots, copy_outputs, unlistened=None):
         self._graph = weakref.ref(graph)   # weak: the executor cache must not keep a graph alive
         self.outputs = outputs
         self.sources = sources
@@ -82,7 +87,8 @@ class Plan:
         self.slots = slots
         self.copy_outputs = copy_outputs
         # The loop a run without listeners takes: one tuple per step, nothing looked up per node.
-        self.unlistened = [(s.run, s.inputs, s.out, s.free) for s in steps]
+        self.unlistened = unlistened or [(s.run, s.inputs, s.out, s.free) for s in steps]
+        self.fused = len(steps) - len(self.unlistened)      # member steps folded into fused kernels
         self._step_writing = {s.out: s for s in steps}
 
     @property
@@ -184,7 +190,8 @@ class Executor:
     def plan(self, placeholders, names):
         names = tuple(dict.fromkeys(names))
         feeds = self.graph.check_feeds(placeholders, self._needed(names), ", ".join(names), checked_feed)
-        key = (names, tuple((n, a.shape, a.dtype.str, a.flags.c_contiguous) for n, a in sorted(feeds.items())))
+        key = (names, config.fusion,
+               tuple((n, a.shape, a.dtype.str, a.flags.c_contiguous) for n, a in sorted(feeds.items())))
         plan = self._plans.get(key)
         if plan is None:
             with self._lock:
@@ -236,9 +243,11 @@ class Executor:
                 contiguous[node.name] = not definition.view
             steps.append(Step(node, definition, run, kernel_call, copies, tuple(slots[n] for n in node.inputs),
                               slots[node.name], shape, node.dtype, definition.view))
-        _assign_frees(steps, set(slots[n] for n in names))
+        keep = set(slots[n] for n in names)
+        _assign_frees(steps, keep)
         copy_outputs = {name for name in names if plan.external(name)}
-        return Plan(self.graph, names, sources, steps, slots, copy_outputs)
+        fused = _fused_loop(steps, fusion.groups(plan, names), shapes, contiguous, slots, keep) if config.fusion else None
+        return Plan(self.graph, names, sources, steps, slots, copy_outputs, fused)
 
     def explain(self, names):
         """A text description of the plan for ``names``: run order, views, in-place writes and copies."""
@@ -260,11 +269,44 @@ class Executor:
             for position, reason in plan.value_copies.get(node.name, ()):
                 line += f"; copies input {position} ({node.inputs[position]}) first: {reason}"
             lines.append(line)
+        if config.fusion:
+            for group in fusion.groups(plan, names):
+                lines.append(f"  fused    {group.root.name} in one generated kernel, {len(group.members)} ops: "
+                             f"{group.describe()} (run unfused when listeners watch)")
         for name in names:
             if plan.external(name):
                 lines.append(f"  output   {name} is copied: it shares the buffer of {plan.buffer_of(name)!r}, "
                              "which the caller does not own")
         return "\n".join(lines)
+
+
+def _fused_loop(steps, groups, shapes, contiguous, slots, keep):
+    """The unlistened loop with each fused group as one entry at its root's place, or None when no
+    group applies to these shapes. Entries are ``(run, input slots, output slot, slots to free)``."""
+    replaced, skipped = {}, set()
+    for group in groups:
+        made = fusion.runner(group, shapes, contiguous)
+        if made is not None:
+            inputs, run = made
+            replaced[group.root.name] = (run, tuple(slots[n] for n in inputs))
+            skipped.update(m.name for m in group.members[:-1])
+    if not replaced:
+        return None
+    entries = []
+    for step in steps:
+        if step.node.name in skipped:
+            continue
+        run, inputs = replaced.get(step.node.name, (step.run, step.inputs))
+        entries.append([run, inputs, step.out])
+    last = {}
+    for index, (_, inputs, _) in enumerate(entries):
+        for slot in inputs:
+            last[slot] = index
+    frees = collections.defaultdict(list)
+    for slot, index in last.items():
+        if slot not in keep:
+            frees[index].append(slot)
+    return [(run, inputs, out, tuple(frees.get(index, ()))) for index, (run, inputs, out) in enumerate(entries)]
 
 
 def _assign_frees(steps, keep):

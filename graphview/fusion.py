@@ -1,0 +1,138 @@
+"""Fusion at plan time: groups of element-wise ops that run as one generated kernel (ADR 0024).
+
+:func:`groups` reads a schedule (ADR 0009) and finds maximal groups of element-wise nodes whose
+intermediates nobody else needs: each member other than the group's root is read only by members, is
+no requested output, and has the root's static shape. The group runs at the root's place in the order,
+so it reads its inputs later than its members would have; a member is left out when an in-place write
+is scheduled between it and the root, so a group never reads a buffer version that such a write
+replaced. :func:`runner` makes, for one group and the shapes of a plan, the function the executor calls
+in place of the members' kernels: one loop over the output, inputs read through their strides, no
+intermediate buffers (graphview/fused_kernels.py writes and caches the kernel).
+
+Fused are the ops whose kernel is one of ``graphview_kernels.elementwise``'s (arithmetic, exp/log/...,
+relu, sigmoid, gelu, comparisons, where) without attributes, and ``cast``.
+"""
+import math
+
+import numpy as np
+
+from graphview import fused_kernels
+from graphview.registry import get as get_op
+from graphview.variable import Kind
+from graphview_kernels import elementwise
+from graphview_kernels.launch import Elementwise, four_axis_blocks
+from graphview_kernels.threads import WORKERS, chunks, pool
+
+MAX_MEMBERS = 64          # a longer chain is cut into several kernels (compile time grows with the text)
+
+# The scalar function of each element-wise kernel object, by identity.
+SCALARS = {id(value): value.name for value in vars(elementwise).values() if isinstance(value, Elementwise)}
+CAST_SCALARS = {np.dtype(d): f"to_{np.dtype(d).name}_scalar" for d in elementwise.CASTS}
+
+
+class Group:
+    """The members of one fused group, in run order; ``root`` (the last) gives the value."""
+    __slots__ = ("members", "root")
+
+    def __init__(self, members):
+        self.members = members
+        self.root = members[-1]
+
+    def describe(self):
+        return ", ".join(f"{m.op} {m.name}" for m in self.members)
+
+
+def scalar_of(node):
+    """The name of the scalar function computing ``node`` element by element, or None."""
+    if node.kind is not Kind.ARRAY:
+        return None
+    if node.op == "cast":
+        return CAST_SCALARS.get(node.dtype)
+    definition = get_op(node.op)
+    if node.attrs or definition.inplace or definition.view:
+        return None
+    return SCALARS.get(id(definition.kernel))
+
+
+def groups(schedule, names):
+    """The fused groups of a schedule for outputs ``names`` (structure only: shapes are checked again
+    by :func:`runner` when a plan is built)."""
+    order = schedule.order
+    position = {node.name: i for i, node in enumerate(order)}
+    consumers = {node.name: set() for node in order}
+    for node in order:
+        for name in node.inputs:
+            if name in consumers:
+                consumers[name].add(node.name)
+    writes = [position[n.name] for n in order if get_op(n.op).inplace]
+    fusable = {node.name for node in order if scalar_of(node) is not None}
+    by_name = {node.name: node for node in order}
+    requested, taken, found = set(names), set(), []
+    for root in reversed(order):
+        if root.name not in fusable or root.name in taken:
+            continue
+        members, grew = {root.name}, True
+        while grew and len(members) < MAX_MEMBERS:      # to a fixed point: a member may unlock another
+            grew = False
+            for name in sorted({i for m in members for i in by_name[m].inputs} - members):
+                if (name in fusable and name not in taken and name not in requested
+                        and by_name[name].shape == root.shape and consumers[name] <= members
+                        and not any(position[name] < w < position[root.name] for w in writes)
+                        and len(members) < MAX_MEMBERS):
+                    members.add(name)
+                    grew = True
+        if len(members) > 1:
+            taken |= members
+            found.append(Group(sorted((by_name[m] for m in members), key=lambda n: position[n.name])))
+    return sorted(found, key=lambda group: position[group.root.name])
+
+
+def runner(group, shapes, contiguous):
+    """``(inputs, run)``: the names the fused kernel reads, in order, and ``run(*arrays)`` returning the
+    root's value; None when the plan's shapes do not allow this group (a member of another shape)."""
+    shape = shapes[group.root.name]
+    if None in shape or any(shapes[m.name] != shape for m in group.members):
+        return None
+    names = {m.name for m in group.members}
+    inputs, index = [], {}
+    for member in group.members:
+        for name in member.inputs:
+            if name not in names and name not in index:
+                index[name] = len(inputs)
+                inputs.append(name)
+    refs = {m.name: ("t", k) for k, m in enumerate(group.members)}
+    members = [(scalar_of(m), tuple(refs.get(n, index.get(n)) for n in m.inputs),
+                "bool_" if m.dtype == np.bool_ else m.dtype.name) for m in group.members]
+    dtype, size = group.root.dtype, math.prod(shape)
+    single = tuple(i for i, name in enumerate(inputs) if math.prod(shapes[name]) == 1)
+    flat = all(contiguous[name] and (shapes[name] == shape or i in single) for i, name in enumerate(inputs))
+    if flat:
+        kernel = fused_kernels.load(fused_kernels.source(members, len(inputs), "flat", single))
+        threshold = min(getattr(get_op(m.op).kernel, "threshold", math.inf) for m in group.members)
+        return inputs, _flat_runner(kernel, shape, dtype, size, threshold)
+    kernel = fused_kernels.load(fused_kernels.source(members, len(inputs), "strided"))
+
+    def run_strided(*arrays):
+        out = np.empty(shape, dtype)
+        for block in four_axis_blocks(list(arrays) + [out]):
+            kernel(*block)
+        return out
+    return inputs, run_strided
+
+
+def _flat_runner(kernel, shape, dtype, size, threshold):
+    empty = np.empty
+    if size < threshold or WORKERS == 1:
+        def run_flat(*arrays):
+            out = empty(shape, dtype)
+            kernel(*arrays, out, 0, size)
+            return out
+        return run_flat
+
+    def run_threaded(*arrays):
+        out = empty(shape, dtype)
+        futures = [pool().submit(kernel, *arrays, out, lo, hi) for lo, hi in chunks(size)]
+        for future in futures:
+            future.result()
+        return out
+    return run_threaded

@@ -82,21 +82,20 @@ def parts(repeat, number):
     h0 = np.zeros((BATCH, HIDDEN), np.float32)
     xt = time_major(x, "btf")
     lengths = checked_lengths("lstm", (), BATCH, STEPS)
-    packed = np.empty((6, STEPS + 1, BATCH, HIDDEN), np.float32)
-    w_ih_t, w_hh_t, bias = np.ascontiguousarray(w_ih.T), np.ascontiguousarray(w_hh.T), b_ih + b_hh
+    packed = np.empty((STEPS + 1, BATCH, 6 * HIDDEN), np.float32)
+    bias = b_ih + b_hh
     grad = r.normal(size=packed.shape).astype(np.float32)
-    gates = np.empty((STEPS + 1, BATCH, 4 * HIDDEN), np.float32)
+    gates = np.empty((STEPS + 1, BATCH, 4 * HIDDEN + FEATURES), np.float32)
     weight_grads = np.empty((4 * HIDDEN, FEATURES + HIDDEN + 1), np.float32)
-    previous = np.ascontiguousarray(packed[0, :STEPS].reshape(-1, HIDDEN))
+    previous = np.ascontiguousarray(packed[:STEPS, :, :HIDDEN].reshape(-1, HIDDEN))
     timed = {
         "forward kernel (stores h, c and the 4 gates)":
-            lambda: kernels.lstm_forward(xt, h0, h0, w_ih_t, w_hh_t, bias, lengths, packed),
-        "backpropagation through time kernel":
-            lambda: kernels.lstm_backward(grad, packed, h0, h0, w_hh, lengths, gates),
-        "weight gradients kernel": lambda: kernels.lstm_weight_gradients(gates, xt, h0, packed[0], weight_grads),
-        "dx product": lambda: np.dot(gates[:-1].reshape(-1, 4 * HIDDEN), w_ih),
+            lambda: kernels.lstm_forward(xt, h0, h0, w_ih, w_hh, bias, lengths, packed),
+        "backpropagation through time kernel (and dx)":
+            lambda: kernels.lstm_backward(grad, packed, h0, h0, w_hh, w_ih, lengths, gates),
+        "weight gradients kernel": lambda: kernels.lstm_weight_gradients(gates, xt, h0, packed, weight_grads),
         "recomputing the gate pre-activations (2 products)":
-            lambda: np.dot(previous, w_hh_t) + np.dot(xt.reshape(-1, FEATURES), w_ih_t),
+            lambda: np.dot(previous, w_hh.T) + np.dot(xt.reshape(-1, FEATURES), w_ih.T),
     }
     return [(name, f"{best_time(f, repeat, number) * 1e3:.3f}") for name, f in timed.items()]
 
@@ -105,6 +104,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--number", type=int, default=10)
+    parser.add_argument("--no-parts", action="store_true", help="only the whole steps, not the kernels alone")
     args = parser.parse_args()
     torch = optional("torch")
     if torch is not None:
@@ -119,8 +119,9 @@ def main():
     print(f"float32, batch {BATCH}, {STEPS} steps, {FEATURES} -> {HIDDEN} hidden, forward + backward, "
           f"single-threaded, best of {args.repeat} x {args.number}")
     print(table(rows, ("op", "graphview ms", "PyTorch eager ms", "speed-up (PyTorch / graphview)")))
-    print()
-    print(table(parts(args.repeat, args.number), ("LSTM part", "ms")))
+    if not args.no_parts:
+        print()
+        print(table(parts(args.repeat, args.number), ("LSTM part", "ms")))
 
 
 if __name__ == "__main__":

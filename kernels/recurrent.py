@@ -1,14 +1,18 @@
 """Fused recurrent kernels: LSTM and GRU over all time steps, and their backpropagation through time.
 
-Every array is C-contiguous and time-major: ``x`` is (T, B, F), the packed forward result is
-(sections, T + 1, B, H) (graphview/ops/recurrent.py says what each section holds), row T holds the
-final states. Per-step matrix products are BLAS calls through ``np.dot`` on contiguous (B, ...) blocks;
-the input projection of all steps is one product before the loop. A sequence b stops at
-``lengths[b]``: its rows past it are 0 and its state is carried unchanged to row T.
+Every array is C-contiguous and time-major: ``x`` is (T, B, F); the packed forward result is (T + 1, B,
+sections * H), one row per step and sequence holding every section side by side (graphview/ops/recurrent.py
+says which), row T the final states. The matrix products are BLAS calls (``_product``: numba's own gemm
+wrapper, with leading dimensions and beta, so a product reads and writes columns of a packed row in place):
+the input projection of all steps is one product into the gate columns before the loop, each step adds
+h_{t-1} @ W_hh^T onto them, and the activations then run in place. A sequence b stops at ``lengths[b]``:
+its rows past it are 0 and row T holds its last valid state.
 """
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
-from numba.extending import overload
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 
@@ -22,11 +26,71 @@ def first_bad_length(lengths, steps):
     return -1
 
 
+# --- matrix products on flat row-major storage ------------------------------------------------------
+# np.dot in Numba wants whole contiguous matrices and overwrites its output. numba_xxgemm (Numba's BLAS
+# wrapper, the one np.dot calls, resolved by name so that the cache holds) takes leading dimensions and
+# beta: a product can read h_{t-1} from the packed result, add onto the gate columns and write a weight
+# gradient's columns without copies or scratch arrays.
+
+_CHAR = ir.IntType(8)
+_VOID_P = ir.IntType(8).as_pointer()
+
+
+@intrinsic
+def _xxgemm(typingctx, trans_a, trans_b, m, n, k, a, a_start, lda, b, b_start, ldb, beta, c, c_start, ldc):
+    """Row-major c[c_start:] (m x n, row stride ldc) = op(a) op(b) + beta * c, op(a) m x k, op(b) k x n; op
+    transposes when trans_* is true; a, b, c are 1-D arrays of one float dtype. The BLAS status is returned."""
+    if not all(isinstance(array, types.Array) and array.ndim == 1 for array in (a, b, c)) or \
+            a.dtype not in (types.float32, types.float64) or not a.dtype == b.dtype == c.dtype:
+        return None
+    dtype = a.dtype
+
+    def codegen(context, builder, signature, args):
+        trans_a, trans_b, m, n, k, a, a_start, lda, b, b_start, ldb, beta, c, c_start, ldc = args
+        kinds = signature.args
+        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), [
+            _CHAR, _CHAR, _CHAR, cgutils.intp_t, cgutils.intp_t, cgutils.intp_t, _VOID_P, _VOID_P, cgutils.intp_t,
+            _VOID_P, cgutils.intp_t, _VOID_P, _VOID_P, cgutils.intp_t]), "numba_xxgemm")
+
+        def pointer(position, start):
+            data = context.make_array(kinds[position])(context, builder, value=args[position]).data
+            return builder.bitcast(builder.gep(data, [start]), _VOID_P)
+
+        def flag(position):
+            on = context.cast(builder, args[position], kinds[position], types.boolean)
+            return builder.select(on, ir.Constant(_CHAR, ord("t")), ir.Constant(_CHAR, ord("n")))
+        alpha = cgutils.alloca_once_value(builder, context.get_constant(dtype, 1.0))
+        scaled = cgutils.alloca_once_value(builder, context.cast(builder, beta, kinds[11], dtype))
+        kind = ir.Constant(_CHAR, ord("s" if dtype == types.float32 else "d"))
+        # BLAS is column-major: row-major c = op(a) op(b) is column-major c^T = op(b)^T op(a)^T.
+        return builder.call(function, (kind, flag(1), flag(0), n, m, k, builder.bitcast(alpha, _VOID_P),
+                                       pointer(8, b_start), ldb, pointer(5, a_start), lda,
+                                       builder.bitcast(scaled, _VOID_P), pointer(12, c_start), ldc))
+    return types.int32(trans_a, trans_b, types.intp, types.intp, types.intp, a, types.intp, types.intp, b,
+                       types.intp, types.intp, beta, c, types.intp, types.intp), codegen
+
+
+@njit(**JIT)
+def _product(trans_a, trans_b, m, n, k, a, a_start, lda, b, b_start, ldb, beta, c, c_start, ldc):
+    """c = op(a) op(b) + beta c over flat row-major storage (see _xxgemm); beta is 0 or 1. Empty products
+    are handled here (BLAS refuses a leading dimension of 0)."""
+    if m == 0 or n == 0:
+        return
+    if k == 0:
+        if beta == 0:
+            for i in range(m):
+                c[c_start + i * ldc:c_start + i * ldc + n] = 0
+        return
+    if _xxgemm(trans_a, trans_b, m, n, k, a, a_start, lda, b, b_start, ldb, beta, c, c_start, ldc) != 0:
+        raise RuntimeError("the BLAS matrix product (numba_xxgemm) failed")
+
+
 # --- activations without libm calls, so that the loops over a row vectorize ------------------------
 # Numba has no SVML here, and libm's exp and tanh made the LSTM step 3 to 5 times slower. exp(a) is
 # Cody-Waite's: a = k ln 2 + r with |r| <= ln 2 / 2, exp(r) by its Taylor polynomial, 2^k put in the
 # exponent bits. float32 rows compute in float32 (half the work of float64, as PyTorch does); each
-# activation is dispatched on its argument's type (_sigmoid, _tanh below).
+# activation is dispatched on its argument's type (_sigmoid, _tanh below). float32's tanh is e / (e + 2)
+# with e = expm1(2a), one formula (float64's keeps its series near 0 and 1 - 2 / (e^{2a} + 1) elsewhere).
 
 @njit(**JIT)
 def _exp64(a):
@@ -72,13 +136,23 @@ def _tanh64(a):
 
 
 @njit(**JIT)
+def _expm1_32(a):
+    """exp(a) - 1 in float32 (a clamped to [-87, 88]): 2^k (e^r - 1) + (2^k - 1), with e^r - 1 = r (1 + r/2 +
+    ...) computed without cancelling, so the result is accurate near 0 too."""
+    a = min(max(a, np.float32(-87.0)), np.float32(88.0))
+    k = np.floor(a * np.float32(1.442695) + np.float32(0.5))
+    r = (a - k * np.float32(0.693359375)) - k * np.float32(-2.12194440e-4)
+    em = r * (np.float32(1.0) + r * (np.float32(0.5) + r * (np.float32(1.0 / 6) + r * (np.float32(1.0 / 24) + r * (
+        np.float32(1.0 / 120) + r * (np.float32(1.0 / 720) + r * np.float32(1.0 / 5040)))))))
+    scale = np.int32((np.int32(k) + np.int32(127)) << np.int32(23)).view(np.float32)
+    return scale * em + (scale - np.float32(1.0))
+
+
+@njit(**JIT)
 def _tanh32(a):
-    """As _tanh64 in float32, with the series below |a| = 0.2."""
-    a2 = a * a
-    small = a * (np.float32(1.0) + a2 * (np.float32(-1.0 / 3) + a2 * (np.float32(2.0 / 15) + a2 * (
-        np.float32(-17.0 / 315) + a2 * (np.float32(62.0 / 2835) + a2 * np.float32(-1382.0 / 155925))))))
-    large = np.float32(1.0) - np.float32(2.0) / (_exp32(a + a) + np.float32(1.0))
-    return small if abs(a) < np.float32(0.2) else large
+    """tanh(a) = e / (e + 2) with e = exp(2a) - 1: within 3 ulp, no branch (one formula over the whole range)."""
+    e = _expm1_32(a + a)
+    return e / (e + np.float32(2.0))
 
 
 def _sigmoid(a):
@@ -110,269 +184,280 @@ def _tanh_typed(a):
 
 
 @njit(**JIT)
-def _zero_padding(lengths, out):
-    """out[:, t, b] = 0 for every step t past lengths[b] (out: (sections, T + 1, B, ...))."""
-    for b in range(lengths.shape[0]):
-        for t in range(lengths[b], out.shape[1] - 1):
-            out[:, t, b] = 0
+def _final_rows(out, h0, c0, lengths, states):
+    """Row T: each sequence's last valid h (and c when states is 2), h0 (c0) for a length of 0, the rest 0."""
+    steps, hidden = out.shape[0] - 1, h0.shape[1]
+    last = out[steps]
+    last[:] = 0
+    for b in range(out.shape[1]):
+        if lengths[b] == 0:
+            last[b, :hidden] = h0[b]
+            if states == 2:
+                last[b, hidden:2 * hidden] = c0[b]
+        else:
+            last[b, :states * hidden] = out[lengths[b] - 1, b, :states * hidden]
 
 
-# --- LSTM: sections 0 h, 1 c, 2 i, 3 f, 4 g, 5 o ---------------------------------------------------
+# --- LSTM: a packed row is [h | c | i | f | g | o], the gates after their activations ------------------
 
 @njit(**JIT)
-def lstm_forward(x, h0, c0, w_ih_t, w_hh_t, bias, lengths, out):
-    """out[0, t] = h_t, out[1, t] = c_t, out[2:6, t] = the gates i, f, g, o after their activations;
-    out[0, T] = h_n, out[1, T] = c_n. ``w_ih_t`` (F, 4H) and ``w_hh_t`` (H, 4H) are the transposed
-    weights, ``bias`` = b_ih + b_hh."""
+def lstm_forward(x, h0, c0, w_ih, w_hh, bias, lengths, out):
+    """out[t, b] = [h_t | c_t | i | f | g | o] of step t (0 past lengths[b]), out[T, b] = [h_n | c_n | 0].
+    ``w_ih`` (4H, F) and ``w_hh`` (4H, H) as PyTorch holds them, ``bias`` = b_ih + b_hh."""
     steps, batch, features = x.shape
     hidden = h0.shape[1]
-    h = h0.copy()
-    c = c0.copy()
-    _zero_padding(lengths, out)
-    if steps > 0 and batch > 0:
-        projected = np.dot(x.reshape(steps * batch, features), w_ih_t)
-        recurrent = np.empty((batch, 4 * hidden), h0.dtype)
-        for t in range(steps):
-            np.dot(h, w_hh_t, recurrent)
-            for b in range(batch):
-                if t < lengths[b]:
-                    _lstm_cell(recurrent[b], projected[t * batch + b], bias, c[b], h[b], out[0, t, b], out[1, t, b],
-                               out[2, t, b], out[3, t, b], out[4, t, b], out[5, t, b], hidden)
-    out[:, steps] = 0
-    out[0, steps] = h
-    out[1, steps] = c
-
-
-@njit(**JIT)
-def _lstm_cell(pre, projected, bias, c, h, state, cell, i, f, g, o, hidden):
-    """One sequence's step: pre (4H) holds h_{t-1} @ W_hh^T; c and h are updated; state, cell, i, f,
-    g, o are its rows of the packed result. One loop per gate, each free of calls, over contiguous
-    rows (passed one by one: a 2-D slice of the packed array would not be), so that each vectorizes."""
-    for j in range(hidden):
-        i[j] = _sigmoid(pre[j] + projected[j] + bias[j])
-    for j in range(hidden):
-        f[j] = _sigmoid(pre[hidden + j] + projected[hidden + j] + bias[hidden + j])
-    for j in range(hidden):
-        g[j] = _tanh(pre[2 * hidden + j] + projected[2 * hidden + j] + bias[2 * hidden + j])
-    for j in range(hidden):
-        o[j] = _sigmoid(pre[3 * hidden + j] + projected[3 * hidden + j] + bias[3 * hidden + j])
-    for j in range(hidden):
-        cell[j] = f[j] * c[j] + i[j] * g[j]
-    for j in range(hidden):
-        state[j] = o[j] * _tanh(cell[j])
-    c[:] = cell
-    h[:] = state
-
-
-@njit(**JIT)
-def lstm_backward(grad, packed, h0, c0, w_hh, lengths, out):
-    """Backpropagation through time of lstm_forward. ``grad`` is the gradient of every entry of the
-    packed result. out[t] (t < T) is the gradient of step t's gate pre-activations (i, f, g, o),
-    out[T] holds the gradients of h0 (columns 0:H) and c0 (H:2H)."""
-    steps, batch = packed.shape[1] - 1, packed.shape[2]
-    hidden = h0.shape[1]
-    dh = grad[0, steps].copy()
-    dc = grad[1, steps].copy()
-    _zero_padding(lengths, out.reshape((1,) + out.shape))
-    back = np.empty((batch, hidden), h0.dtype)
-    scratch = np.empty((3, hidden), h0.dtype)
-    blocks = out.reshape(steps + 1, batch, 4, hidden)   # each gate's row, contiguous
-    for t in range(steps - 1, -1, -1):
-        gates = out[t]
+    width = out.shape[2]
+    packed, weights = out.reshape(out.size), w_hh.reshape(w_hh.size)
+    _product(False, True, steps * batch, 4 * hidden, features, x.reshape(x.size), 0, features,
+             w_ih.reshape(w_ih.size), 0, features, 0.0, packed, 2 * hidden, width)
+    for t in range(steps):
+        if t == 0:   # the gate columns += h_{t-1} @ W_hh^T, h_{t-1} read in place
+            _product(False, True, batch, 4 * hidden, hidden, h0.reshape(h0.size), 0, hidden, weights, 0, hidden, 1.0,
+                     packed, 2 * hidden, width)
+        else:
+            _product(False, True, batch, 4 * hidden, hidden, packed, (t - 1) * batch * width, width, weights, 0,
+                     hidden, 1.0, packed, t * batch * width + 2 * hidden, width)
         for b in range(batch):
             if t < lengths[b]:
-                previous = c0[b] if t == 0 else packed[1, t - 1, b]
-                _lstm_cell_backward(grad[0, t, b], grad[1, t, b], grad[2, t, b], grad[3, t, b], grad[4, t, b],
-                                    grad[5, t, b], packed[1, t, b], packed[2, t, b], packed[3, t, b], packed[4, t, b],
-                                    packed[5, t, b], previous, dh[b], dc[b], blocks[t, b, 0], blocks[t, b, 1],
-                                    blocks[t, b, 2], blocks[t, b, 3], scratch, hidden)
-        if batch > 0:
-            np.dot(gates, w_hh, back)
-        for b in range(batch):
-            if t < lengths[b]:
-                dh[b] = back[b]
-    out[steps] = 0
-    out[steps, :, :hidden] = dh
-    out[steps, :, hidden:2 * hidden] = dc
-
-
-@njit(**JIT)
-def _lstm_cell_backward(g_h, g_c, g_i, g_f, g_g, g_o, cell, i, f, g, o, previous, dh, dc, d_i, d_f, d_g, d_o,
-                        scratch, hidden):
-    """One sequence's step backwards (g_*: the gradients of its packed rows; cell, i, f, g, o: the
-    rows): d_i, d_f, d_g, d_o get the pre-activation gradients, dc becomes dc_{t-1}; dh (the gradient
-    from step t + 1) is read only. Each loop reads and writes few rows: LLVM vectorizes a loop only
-    when it can check the rows' overlap in a few tests."""
-    one = _one(cell)
-    squashed, dh_total, dc_total = scratch[0], scratch[1], scratch[2]
-    for j in range(hidden):
-        squashed[j] = _tanh(cell[j])
-    for j in range(hidden):
-        dh_total[j] = dh[j] + g_h[j]
-    for j in range(hidden):
-        dc_total[j] = dc[j] + g_c[j] + dh_total[j] * o[j] * (one - squashed[j] * squashed[j])
-    for j in range(hidden):
-        d_o[j] = (dh_total[j] * squashed[j] + g_o[j]) * o[j] * (one - o[j])
-    for j in range(hidden):
-        d_i[j] = (dc_total[j] * g[j] + g_i[j]) * i[j] * (one - i[j])
-    for j in range(hidden):
-        d_f[j] = (dc_total[j] * previous[j] + g_f[j]) * f[j] * (one - f[j])
-    for j in range(hidden):
-        d_g[j] = (dc_total[j] * i[j] + g_g[j]) * (one - g[j] * g[j])
-    for j in range(hidden):
-        dc[j] = dc_total[j] * f[j]
-
-
-# --- GRU: sections 0 h, 1 r, 2 z, 3 n, 4 W_hn h + b_hn -------------------------------------------
-
-@njit(**JIT)
-def gru_forward(x, h0, w_ih_t, w_hh_t, b_ih, b_hh, lengths, out):
-    """out[0, t] = h_t, out[1:4, t] = the gates r, z, n, out[4, t] = W_hn h_{t-1} + b_hn (what n's
-    gradient needs); out[0, T] = h_n. PyTorch's GRU: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)),
-    h' = (1 - z) * n + z * h."""
-    steps, batch, features = x.shape
-    hidden = h0.shape[1]
-    h = h0.copy()
-    _zero_padding(lengths, out)
-    if steps > 0 and batch > 0:
-        projected = np.dot(x.reshape(steps * batch, features), w_ih_t)
-        recurrent = np.empty((batch, 3 * hidden), h0.dtype)
-        for t in range(steps):
-            np.dot(h, w_hh_t, recurrent)
-            for b in range(batch):
-                if t < lengths[b]:
-                    _gru_cell(recurrent[b], projected[t * batch + b], b_ih, b_hh, h[b], out[0, t, b], out[1, t, b],
-                              out[2, t, b], out[3, t, b], out[4, t, b], hidden)
-    out[:, steps] = 0
-    out[0, steps] = h
-
-
-@njit(**JIT)
-def _gru_cell(pre, projected, b_ih, b_hh, h, state, r, z, n, hn, hidden):
-    """One sequence's step: pre (3H) holds h_{t-1} @ W_hh^T; h is updated; state, r, z, n and hn (W_hn h
-    + b_hn) are its rows of the packed result (contiguous, so the loops vectorize)."""
-    one = _one(h)
-    for j in range(hidden):
-        r[j] = _sigmoid(projected[j] + b_ih[j] + pre[j] + b_hh[j])
-    for j in range(hidden):
-        z[j] = _sigmoid(projected[hidden + j] + b_ih[hidden + j] + pre[hidden + j] + b_hh[hidden + j])
-    for j in range(hidden):
-        hn[j] = pre[2 * hidden + j] + b_hh[2 * hidden + j]
-    for j in range(hidden):
-        n[j] = _tanh(projected[2 * hidden + j] + b_ih[2 * hidden + j] + r[j] * hn[j])
-    for j in range(hidden):
-        state[j] = (one - z[j]) * n[j] + z[j] * h[j]
-    h[:] = state
-
-
-@njit(**JIT)
-def gru_backward(grad, packed, h0, w_hh, lengths, out):
-    """Backpropagation through time of gru_forward. out[t] (t < T) holds step t's gradients of the
-    input-side pre-activations (r, z, n: columns 0:3H) and of W_hn h + b_hn (3H:4H); out[T, :, 0:H]
-    is the gradient of h0."""
-    steps, batch = packed.shape[1] - 1, packed.shape[2]
-    hidden = h0.shape[1]
-    dh = grad[0, steps].copy()
-    _zero_padding(lengths, out.reshape((1,) + out.shape))
-    hidden_side = np.zeros((batch, 3 * hidden), h0.dtype)
-    back = np.empty((batch, hidden), h0.dtype)
-    for t in range(steps - 1, -1, -1):
-        gates = out[t]
-        for b in range(batch):
-            if t < lengths[b]:
-                previous = h0[b] if t == 0 else packed[0, t - 1, b]
-                _gru_cell_backward(grad[0, t, b], grad[1, t, b], grad[2, t, b], grad[3, t, b], grad[4, t, b],
-                                   packed[1, t, b], packed[2, t, b], packed[3, t, b], packed[4, t, b], previous,
-                                   dh[b], gates[b], hidden_side[b], hidden)
+                if t == 0:
+                    _lstm_cell(out[t, b], c0[b], 0, bias, hidden)
+                else:
+                    _lstm_cell(out[t, b], out[t - 1, b], hidden, bias, hidden)
             else:
-                hidden_side[b] = 0
-        if batch > 0:
-            np.dot(hidden_side, w_hh, back)
+                out[t, b] = 0
+    _final_rows(out, h0, c0, lengths, 2)
+
+
+@njit(**JIT)
+def _lstm_cell(row, previous, start, bias, hidden):
+    """One sequence's step in place: row's gate columns hold the pre-activations (without the bias) and get
+    the gates, then c and h; c_{t-1} is previous[start:start + H]. One loop per result over one row, so that
+    each vectorizes (LLVM gives up on a loop whose arrays need too many overlap checks)."""
+    for j in range(hidden):   # i and f in one loop of 2H ran 3 times slower
+        row[2 * hidden + j] = _sigmoid(row[2 * hidden + j] + bias[j])
+    for j in range(hidden):
+        row[3 * hidden + j] = _sigmoid(row[3 * hidden + j] + bias[hidden + j])
+    for j in range(hidden):
+        row[4 * hidden + j] = _tanh(row[4 * hidden + j] + bias[2 * hidden + j])
+    for j in range(hidden):
+        row[5 * hidden + j] = _sigmoid(row[5 * hidden + j] + bias[3 * hidden + j])
+    for j in range(hidden):
+        row[hidden + j] = row[3 * hidden + j] * previous[start + j] + row[2 * hidden + j] * row[4 * hidden + j]
+    for j in range(hidden):
+        row[j] = row[5 * hidden + j] * _tanh(row[hidden + j])
+
+
+@njit(**JIT)
+def lstm_backward(grad, packed, h0, c0, w_hh, w_ih, lengths, out):
+    """Backpropagation through time of lstm_forward; ``grad`` is the gradient of every entry of the packed
+    result. out[t, b] (t < T) = [di | df | dg | do | dx_t]: the gradients of step t's gate pre-activations,
+    then of x_t; out[T, b] = [dh0 | dc0 | 0]. Row T holds the running dh and dc while the steps are walked
+    back: each step's product adds d_gates @ W_hh onto dh in place."""
+    steps, batch = packed.shape[0] - 1, packed.shape[1]
+    hidden, features = h0.shape[1], w_ih.shape[1]
+    width = out.shape[2]
+    flat, weights = out.reshape(out.size), w_hh.reshape(w_hh.size)
+    last = out[steps]
+    last[:] = 0
+    for b in range(batch):
+        last[b, :2 * hidden] = grad[steps, b, :2 * hidden]
+    for t in range(steps - 1, -1, -1):
         for b in range(batch):
             if t < lengths[b]:
-                dh[b] += back[b]
-    out[steps] = 0
-    out[steps, :, :hidden] = dh
+                if t == 0:
+                    _lstm_cell_backward(grad[t, b], packed[t, b], c0[b], 0, last[b], out[t, b], hidden)
+                else:
+                    _lstm_cell_backward(grad[t, b], packed[t, b], packed[t - 1, b], hidden, last[b], out[t, b], hidden)
+            else:
+                out[t, b] = 0
+        _product(False, False, batch, hidden, 4 * hidden, flat, t * batch * width, width, weights, 0, hidden, 1.0,
+                 flat, steps * batch * width, width)
+    _product(False, False, steps * batch, features, 4 * hidden, flat, 0, width, w_ih.reshape(w_ih.size), 0, features,
+             0.0, flat, 4 * hidden, width)
 
 
 @njit(**JIT)
-def _gru_cell_backward(g_h, g_r, g_z, g_n, g_hn, r, z, n, hn, previous, dh, gates, hidden_side, hidden):
-    """One sequence's step backwards (g_*: the gradients of its packed rows r, z, n, hn): gates (4H)
-    gets dr, dz, dn (pre-activation) and d(W_hn h + b_hn), hidden_side (3H) the gradient of
-    h_{t-1} @ W_hh^T + b_hh; dh becomes its part through z. Few rows per loop, as in the LSTM's."""
-    d_r, d_z, d_n, d_hn = gates[:hidden], gates[hidden:2 * hidden], gates[2 * hidden:3 * hidden], gates[3 * hidden:]
-    one = _one(r)
+def _lstm_cell_backward(g, p, previous, start, state, d, hidden):
+    """One sequence's step backwards: g and p are its rows of the packed gradient and result, c_{t-1} is
+    previous[start:start + H], state = [dh | dc] (from step t + 1), d gets [di | df | dg | do]. dc becomes
+    dc_{t-1}; dh is consumed (left 0 for the step's product to add onto). tanh(c_t) waits in do's place."""
+    one = _one(p)
     for j in range(hidden):
-        dh[j] += g_h[j]
+        state[j] += g[j]
     for j in range(hidden):
-        d_n[j] = (dh[j] * (one - z[j]) + g_n[j]) * (one - n[j] * n[j])
+        d[3 * hidden + j] = _tanh(p[hidden + j])
     for j in range(hidden):
-        d_z[j] = (dh[j] * (previous[j] - n[j]) + g_z[j]) * z[j] * (one - z[j])
+        state[hidden + j] = state[hidden + j] + g[hidden + j] + state[j] * p[5 * hidden + j] * (
+            one - d[3 * hidden + j] * d[3 * hidden + j])
     for j in range(hidden):
-        dh[j] *= z[j]
+        d[3 * hidden + j] = (state[j] * d[3 * hidden + j] + g[5 * hidden + j]) * p[5 * hidden + j] * (
+            one - p[5 * hidden + j])
     for j in range(hidden):
-        d_r[j] = (d_n[j] * hn[j] + g_r[j]) * r[j] * (one - r[j])
+        d[j] = (state[hidden + j] * p[4 * hidden + j] + g[2 * hidden + j]) * p[2 * hidden + j] * (
+            one - p[2 * hidden + j])
     for j in range(hidden):
-        d_hn[j] = d_n[j] * r[j] + g_hn[j]
-    hidden_side[:2 * hidden] = gates[:2 * hidden]
-    hidden_side[2 * hidden:] = d_hn
+        d[hidden + j] = (state[hidden + j] * previous[start + j] + g[3 * hidden + j]) * p[3 * hidden + j] * (
+            one - p[3 * hidden + j])
+    for j in range(hidden):
+        d[2 * hidden + j] = (state[hidden + j] * p[2 * hidden + j] + g[4 * hidden + j]) * (
+            one - p[4 * hidden + j] * p[4 * hidden + j])
+    for j in range(hidden):
+        state[hidden + j] *= p[3 * hidden + j]
+    state[:hidden] = 0
 
 
-# --- weight gradients: one product over all steps ------------------------------------------------
+# --- GRU: a packed row is [h | r | z | W_hn h + b_hn | n] ----------------------------------------------
 
 @njit(**JIT)
-def _operands(x, h0, packed_h, with_x, with_h):
-    """(T * B, columns) C-contiguous: [x_t | h_{t-1} | 1] per step and sequence (x_t and h_{t-1}
-    where asked for), so that one product with the gate gradients gives the weights' and the bias's
-    gradients. Rows past a sequence's length hold 0 in packed_h, and their gate gradients are 0."""
+def gru_forward(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, out):
+    """out[t, b] = [h_t | r | z | W_hn h_{t-1} + b_hn | n] of step t (the last what n's gradient needs),
+    out[T, b] = [h_n | 0]. PyTorch's GRU: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n
+    + z * h. r, z and W_hn h + b_hn are side by side, so that one product per step adds h_{t-1} @ W_hh^T."""
     steps, batch, features = x.shape
     hidden = h0.shape[1]
-    width = (features if with_x else 0) + (hidden if with_h else 0) + 1
-    result = np.empty((steps * batch, width), h0.dtype)
+    width = out.shape[2]
+    packed, xs, inputs, weights = out.reshape(out.size), x.reshape(x.size), w_ih.reshape(w_ih.size), \
+        w_hh.reshape(w_hh.size)
+    _product(False, True, steps * batch, 2 * hidden, features, xs, 0, features, inputs, 0, features, 0.0, packed,
+             hidden, width)
+    _product(False, True, steps * batch, hidden, features, xs, 0, features, inputs, 2 * hidden * features, features,
+             0.0, packed, 4 * hidden, width)
     for t in range(steps):
         for b in range(batch):
-            row = result[t * batch + b]
-            column = 0
-            if with_x:
-                row[:features] = x[t, b]
-                column = features
-            if with_h:
-                row[column:column + hidden] = h0[b] if t == 0 else packed_h[t - 1, b]
-            row[width - 1] = 1
-    return result
+            out[t, b, 3 * hidden:4 * hidden] = b_hh[2 * hidden:]
+        if t == 0:
+            _product(False, True, batch, 3 * hidden, hidden, h0.reshape(h0.size), 0, hidden, weights, 0, hidden, 1.0,
+                     packed, hidden, width)
+        else:
+            _product(False, True, batch, 3 * hidden, hidden, packed, (t - 1) * batch * width, width, weights, 0,
+                     hidden, 1.0, packed, t * batch * width + hidden, width)
+        for b in range(batch):
+            if t < lengths[b]:
+                _gru_cell(out[t, b], h0[b] if t == 0 else out[t - 1, b], b_ih, b_hh, hidden)
+            else:
+                out[t, b] = 0
+    _final_rows(out, h0, h0, lengths, 1)
 
 
 @njit(**JIT)
-def lstm_weight_gradients(gates, x, h0, packed_h, out):
-    """out[:, 0:F] = dW_ih, out[:, F:F+H] = dW_hh, out[:, F+H] = db (both biases): one product of the
-    gate gradients of all steps (``gates``, T + 1 rows, the last not read) with [x | h_{t-1} | 1]."""
-    steps, batch, features = x.shape
-    hidden = h0.shape[1]
-    if steps * batch == 0:
-        out[:] = 0
-        return
-    flat = gates[:steps].reshape(steps * batch, 4 * hidden)
-    np.dot(flat.T, _operands(x, h0, packed_h, True, True), out)
+def _gru_cell(row, previous, b_ih, b_hh, hidden):
+    """One sequence's step in place: row's r, z columns hold both products, its W_hn h + b_hn column is
+    complete, its n column holds W_in x; h_{t-1} is previous[:H]. One loop per result, as the LSTM's."""
+    one = _one(row)
+    for j in range(hidden):   # r and z in one loop of 2H ran 3 times slower
+        row[hidden + j] = _sigmoid(row[hidden + j] + b_ih[j] + b_hh[j])
+    for j in range(hidden):
+        row[2 * hidden + j] = _sigmoid(row[2 * hidden + j] + b_ih[hidden + j] + b_hh[hidden + j])
+    for j in range(hidden):
+        row[4 * hidden + j] = _tanh(row[4 * hidden + j] + b_ih[2 * hidden + j] + row[hidden + j] * row[3 * hidden + j])
+    for j in range(hidden):
+        row[j] = (one - row[2 * hidden + j]) * row[4 * hidden + j] + row[2 * hidden + j] * previous[j]
 
 
 @njit(**JIT)
-def gru_weight_gradients(gates, x, h0, packed_h, out):
-    """out[:, 0:F] = dW_ih, out[:, F:F+H] = dW_hh, out[:, F+H] = db_ih, out[:, F+H+1] = db_hh, from
-    gru_backward's gradients of all steps: the input side (r, z, n) with [x | 1], the hidden side
-    (r, z, W_hn h + b_hn) with [h_{t-1} | 1]."""
+def gru_backward(grad, packed, h0, w_hh, w_ih, lengths, out):
+    """Backpropagation through time of gru_forward. out[t, b] (t < T) = [dr | dz | d(W_hn h + b_hn) | dn |
+    dx_t]: r's, z's and n's pre-activation gradients on the input side are columns 0:2H and 3H:4H, on the
+    hidden side 0:3H; out[T, b] = [dh0 | 0], the running dh while the steps are walked back."""
+    steps, batch = packed.shape[0] - 1, packed.shape[1]
+    hidden, features = h0.shape[1], w_ih.shape[1]
+    width = out.shape[2]
+    flat, inputs, weights = out.reshape(out.size), w_ih.reshape(w_ih.size), w_hh.reshape(w_hh.size)
+    last = out[steps]
+    last[:] = 0
+    for b in range(batch):
+        last[b, :hidden] = grad[steps, b, :hidden]
+    for t in range(steps - 1, -1, -1):
+        for b in range(batch):
+            if t < lengths[b]:
+                _gru_cell_backward(grad[t, b], packed[t, b], h0[b] if t == 0 else packed[t - 1, b], last[b], out[t, b],
+                                   hidden)
+            else:
+                out[t, b] = 0
+        _product(False, False, batch, hidden, 3 * hidden, flat, t * batch * width, width, weights, 0, hidden, 1.0,
+                 flat, steps * batch * width, width)
+    _product(False, False, steps * batch, features, 2 * hidden, flat, 0, width, inputs, 0, features, 0.0, flat,
+             4 * hidden, width)
+    _product(False, False, steps * batch, features, hidden, flat, 3 * hidden, width, inputs, 2 * hidden * features,
+             features, 1.0, flat, 4 * hidden, width)
+
+
+@njit(**JIT)
+def _gru_cell_backward(g, p, previous, state, d, hidden):
+    """One sequence's step backwards (g, p: its rows of the packed gradient and result; h_{t-1} is
+    previous[:H]): d gets [dr | dz | d(W_hn h + b_hn) | dn], state[:H] (dh from step t + 1) becomes its
+    part through z; the step's product adds the rest."""
+    one = _one(p)
+    for j in range(hidden):
+        state[j] += g[j]
+    for j in range(hidden):
+        d[3 * hidden + j] = (state[j] * (one - p[2 * hidden + j]) + g[4 * hidden + j]) * (
+            one - p[4 * hidden + j] * p[4 * hidden + j])
+    for j in range(hidden):
+        d[hidden + j] = (state[j] * (previous[j] - p[4 * hidden + j]) + g[2 * hidden + j]) * p[2 * hidden + j] * (
+            one - p[2 * hidden + j])
+    for j in range(hidden):
+        state[j] *= p[2 * hidden + j]
+    for j in range(hidden):
+        d[j] = (d[3 * hidden + j] * p[3 * hidden + j] + g[hidden + j]) * p[hidden + j] * (one - p[hidden + j])
+    for j in range(hidden):
+        d[2 * hidden + j] = d[3 * hidden + j] * p[hidden + j] + g[3 * hidden + j]
+
+
+# --- weight gradients: products over all steps at once -----------------------------------------------
+
+@njit(**JIT)
+def _hidden_weight_gradient(gates, start, rows, h0, packed, out, column):
+    """out[:rows, column:column + H] (row stride out's width) = sum over steps and sequences of gates
+    columns [start:start + rows]^T @ h_{t-1}: h0 for step 0, the packed result's h columns after."""
+    steps, batch = packed.shape[0] - 1, packed.shape[1]
+    hidden = h0.shape[1]
+    flat, states, width = gates.reshape(gates.size), packed.reshape(packed.size), gates.shape[2]
+    result = out.reshape(out.size)
+    _product(True, False, rows, hidden, batch if steps > 0 else 0, flat, start, width, h0.reshape(h0.size), 0, hidden,
+             0.0, result, column, out.shape[1])
+    _product(True, False, rows, hidden, max(steps - 1, 0) * batch, flat, batch * width + start, width, states, 0,
+             packed.shape[2], 1.0, result, column, out.shape[1])
+
+
+@njit(**JIT)
+def _column_sums(gates, steps, start, stop):
+    sums = np.zeros(stop - start, gates.dtype)
+    for t in range(steps):
+        for b in range(gates.shape[1]):
+            row = gates[t, b]
+            for j in range(stop - start):
+                sums[j] += row[start + j]
+    return sums
+
+
+@njit(**JIT)
+def lstm_weight_gradients(gates, x, h0, packed, out):
+    """out = [dW_ih | dW_hh | db] (4H, F + H + 1), db that of both biases, from lstm_backward's gradients
+    of all steps (``gates``; its row T is not read) and the packed forward result (for h_{t-1})."""
     steps, batch, features = x.shape
     hidden = h0.shape[1]
-    rows = steps * batch
-    if rows == 0:
-        out[:] = 0
-        return
-    flat = gates[:steps].reshape(rows, 4 * hidden)
-    hidden_side = np.empty((rows, 3 * hidden), h0.dtype)
-    hidden_side[:, :2 * hidden] = flat[:, :2 * hidden]
-    hidden_side[:, 2 * hidden:] = flat[:, 3 * hidden:]
-    input_part = np.dot(np.ascontiguousarray(flat[:, :3 * hidden]).T, _operands(x, h0, packed_h, True, False))
-    hidden_part = np.dot(hidden_side.T, _operands(x, h0, packed_h, False, True))
-    out[:, :features] = input_part[:, :features]
-    out[:, features:features + hidden] = hidden_part[:, :hidden]
-    out[:, features + hidden] = input_part[:, features]
-    out[:, features + hidden + 1] = hidden_part[:, hidden]
+    width, result = out.shape[1], out.reshape(out.size)
+    _product(True, False, 4 * hidden, features, steps * batch, gates.reshape(gates.size), 0, gates.shape[2],
+             x.reshape(x.size), 0, features, 0.0, result, 0, width)
+    _hidden_weight_gradient(gates, 0, 4 * hidden, h0, packed, out, features)
+    out[:, features + hidden] = _column_sums(gates, steps, 0, 4 * hidden)
+
+
+@njit(**JIT)
+def gru_weight_gradients(gates, x, h0, packed, out):
+    """out = [dW_ih | dW_hh | db_ih | db_hh] (3H, F + H + 2) from gru_backward's gradients of all steps:
+    the input side (columns r, z and n of ``gates``) with x, the hidden side (r, z, W_hn h + b_hn) with
+    h_{t-1}."""
+    steps, batch, features = x.shape
+    hidden = h0.shape[1]
+    width, result, flat, xs = out.shape[1], out.reshape(out.size), gates.reshape(gates.size), x.reshape(x.size)
+    _product(True, False, 2 * hidden, features, steps * batch, flat, 0, gates.shape[2], xs, 0, features, 0.0,
+             result, 0, width)
+    _product(True, False, hidden, features, steps * batch, flat, 3 * hidden, gates.shape[2], xs, 0, features, 0.0,
+             result, 2 * hidden * width, width)
+    _hidden_weight_gradient(gates, 0, 3 * hidden, h0, packed, out, features)
+    sums = _column_sums(gates, steps, 0, 4 * hidden)
+    out[:2 * hidden, features + hidden] = sums[:2 * hidden]
+    out[2 * hidden:, features + hidden] = sums[3 * hidden:]
+    out[:, features + hidden + 1] = sums[:3 * hidden]

@@ -251,11 +251,12 @@ WEIGHTS = {"lstm": lstm_weight_gradients, "gru": gru_weight_gradients}
 
 
 def backward_inputs(kind, batch=5, steps=3, hidden=8):
-    """Consistent inputs of kind's backward ops: (grad, packed, h0[, c0], w_hh), and (gates, x, h0, packed)."""
+    """Consistent inputs of kind's backward ops: (grad, packed, h0[, c0], w_hh, w_ih), and (gates, x, h0,
+    packed)."""
     values = inputs(kind, batch=batch, steps=steps, features=2, hidden=hidden)
     packed = registry.get(kind).reference(*values)
     grad = np.random.default_rng(1).normal(size=packed.shape)
-    backward = (grad, packed) + values[1:-4] + (values[-3],)
+    backward = (grad, packed) + values[1:-4] + (values[-3], values[-4])
     gates = registry.get(f"{kind}_backward").reference(*backward)
     return backward, (gates, values[0], values[1], packed)
 
@@ -272,12 +273,15 @@ BAD_INPUTS = {   # (kind, backward op or weight gradients, position, replacement
                                      r"c0 has shape \(5, 7\); it must be \(batch, hidden\) = \(5, 8\)"),
     "lstm_backward w_hh": ("lstm", "backward", 4, np.zeros((32, 4)),
                            r"w_hh has shape \(32, 4\); it must be \(4\*hidden, hidden\) = \(32, 8\)"),
-    "lstm_backward lengths": ("lstm", "backward", 5, np.array([1, 2, 3, 0]),
+    "lstm_backward w_ih": ("lstm", "backward", 5, np.zeros((24, 2)),
+                           r"w_ih has shape \(24, 2\); it must be \(4\*hidden, features\) = \(32, 2\) \(hidden 8 "
+                           r"from packed"),
+    "lstm_backward lengths": ("lstm", "backward", 6, np.array([1, 2, 3, 0]),
                               r"lengths has shape \(4,\); it must be \(batch,\) = \(5,\) \(batch 5 from packed\)"),
-    "lstm_backward grad": ("lstm", "backward", 0, np.zeros((6, 4, 4, 8)),
-                           r"grad has shape \(6, 4, 4, 8\); it must be \(6, steps \+ 1, batch, hidden\) = \(6, 4, 5, 8\)"),
-    "lstm_backward gru's packed": ("lstm", "backward", 1, np.zeros((5, 4, 5, 8)),
-                                   r"packed has shape \(5, 4, 5, 8\); it must be \(6, steps \+ 1, batch, hidden\)"),
+    "lstm_backward grad": ("lstm", "backward", 0, np.zeros((4, 4, 48)),
+                           r"grad has shape \(4, 4, 48\); it must be \(steps \+ 1, batch, 6\*hidden\) = \(4, 5, 48\)"),
+    "lstm_backward gru's packed": ("lstm", "backward", 1, np.zeros((4, 5, 40)),
+                                   r"packed has shape \(4, 5, 40\); it must be \(steps \+ 1, batch, 6\*hidden\)"),
     "gru_backward h0 of batch 1": ("gru", "backward", 2, np.zeros((1, 8)),
                                    r"h0 has shape \(1, 8\); it must be \(batch, hidden\) = \(5, 8\)"),
     "gru_backward w_hh": ("gru", "backward", 3, np.zeros((32, 8)),
@@ -289,7 +293,7 @@ BAD_INPUTS = {   # (kind, backward op or weight gradients, position, replacement
                                            r"\(5, 3, \?\) \(batch 5 from packed, steps 3 from packed\)"),
     "gru_weight_gradients gates of 3H": ("gru", "weights", 0, np.zeros((4, 5, 24)),
                                          r"gates has shape \(4, 5, 24\); it must be \(steps \+ 1, batch, "
-                                         r"4\*hidden\) = \(4, 5, 32\)"),
+                                         r"4\*hidden \+ features\) = \(4, 5, 34\)"),
 }
 
 
@@ -312,11 +316,11 @@ def test_the_review_cases_fail_when_built():
     g = gv.Graph("review")
     r = np.random.default_rng(0)
     with pytest.raises(gv.ShapeError, match=r"lstm_weight_gradients .*h0 has shape \(1, 8\)"):
-        lstm_weight_gradients(g.var("gates", r.normal(size=(3, 4000, 32))), r.normal(size=(4000, 2, 3)),
-                              np.zeros((1, 8)), r.normal(size=(6, 3, 4000, 8)))
+        lstm_weight_gradients(g.var("gates", r.normal(size=(3, 4000, 35))), r.normal(size=(4000, 2, 3)),
+                              np.zeros((1, 8)), r.normal(size=(3, 4000, 48)))
     with pytest.raises(gv.ShapeError, match=r"gru_backward .*h0 has shape \(1, 8\)"):
-        gru_backward(g.var("grad", r.normal(size=(5, 3, 5, 8))), r.normal(size=(5, 3, 5, 8)), np.zeros((1, 8)),
-                     r.normal(size=(24, 8)))
+        gru_backward(g.var("grad", r.normal(size=(3, 5, 40))), r.normal(size=(3, 5, 40)), np.zeros((1, 8)),
+                     r.normal(size=(24, 8)), r.normal(size=(24, 2)))
 
 
 def _backward_graph(kind, which, hidden=8):
@@ -324,13 +328,14 @@ def _backward_graph(kind, which, hidden=8):
     g = gv.Graph("unknown batch")
     sections = 6 if kind == "lstm" else 5
     h0 = g.placeholder("h0", (None, hidden))
-    packed = g.placeholder("packed", (sections, 4, None, hidden))
+    packed = g.placeholder("packed", (4, None, sections * hidden))
     if which == "backward":
         states = (h0, g.placeholder("c0", (None, hidden))) if kind == "lstm" else (h0,)
         w_hh = g.var("w_hh", np.zeros((GATES[kind] * hidden, hidden)))
-        result = BACKWARD[kind](g.placeholder("grad", (sections, 4, None, hidden)), packed, *states, w_hh)
+        w_ih = g.var("w_ih", np.zeros((GATES[kind] * hidden, 2)))
+        result = BACKWARD[kind](g.placeholder("grad", (4, None, sections * hidden)), packed, *states, w_hh, w_ih)
     else:
-        result = WEIGHTS[kind](g.placeholder("gates", (4, None, 4 * hidden)), g.placeholder("x", (None, None, 2)),
+        result = WEIGHTS[kind](g.placeholder("gates", (4, None, 4 * hidden + 2)), g.placeholder("x", (None, None, 2)),
                                h0, packed)
     return g, result
 
@@ -368,7 +373,7 @@ def test_a_graph_file_whose_shapes_disagree_is_refused_when_loaded(tmp_path):
         members = {name: archive.read(name) for name in archive.namelist()}
     graph = json.loads(members["graph.json"])
     for node in graph["nodes"]:
-        node["shape"] = {"h0": [1, 8], "packed": [6, 4, 5, 8]}.get(node["name"], node["shape"])
+        node["shape"] = {"h0": [1, 8], "packed": [4, 5, 48]}.get(node["name"], node["shape"])
     members["graph.json"] = json.dumps(graph).encode()
     with zipfile.ZipFile(tmp_path / "bad.gv", "w") as archive:
         for name, data in members.items():

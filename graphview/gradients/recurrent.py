@@ -1,13 +1,11 @@
 """Gradient rules of the fused recurrent ops (graphview/ops/recurrent.py, ADR 0020).
 
 The gradient of the packed result (every section: the views the public functions return scatter
-into it) goes through one backpropagation-through-time op, then one op for the weight gradients of
-all steps; the input gradient is one batched product with w_ih. The pieces are views, cut by the
-hidden size only (the weight gradients' columns count from the end), so the number of features may
-be unknown when built.
+into it) goes through one backpropagation-through-time op, which gives x's gradient too, then one op
+for the weight gradients of all steps. The pieces are views, cut by the hidden size only (the weight
+gradients' columns count from the end), so the number of features may be unknown when built.
 """
 from graphview.errors import GraphviewError
-from graphview.ops.linalg import matmul
 from graphview.ops.recurrent import gru_backward, gru_op, gru_weight_gradients, lstm_backward, lstm_op, \
     lstm_weight_gradients
 from graphview.ops.shape import permute
@@ -17,34 +15,34 @@ from graphview.shapes import format_shape
 
 def _hidden(op, out, h0, w_hh):
     """The hidden size, from whichever input knows it."""
-    for size in (w_hh.shape[1], h0.shape[1], out.shape[3]):
+    for size in (w_hh.shape[1], h0.shape[1]):
         if size is not None:
             return size
     raise GraphviewError(f"{op}: the hidden size (w_hh's or h0's second axis) must be known when built to take "
                          f"gradients; w_hh has shape {format_shape(w_hh.shape)}, h0 {format_shape(h0.shape)}")
 
 
-def _input_gradient(gates, w_ih, width, layout):
-    """dx = (the input-side gate gradients of every step) @ w_ih, back in x's layout."""
-    dx = matmul(gates[:-1, :, :width], w_ih)
+def _input_gradient(gates, hidden, layout):
+    """dx: the columns after the gate gradients of every step, in x's layout."""
+    dx = gates[:-1, :, 4 * hidden:]
     return permute(dx, (1, 0, 2)) if layout == "btf" else dx
 
 
 def _lstm(grad, out, x, h0, c0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
     hidden = _hidden("lstm", out, h0, w_hh)
-    gates = lstm_backward(grad, out, h0, c0, w_hh, *lengths)
+    gates = lstm_backward(grad, out, h0, c0, w_hh, w_ih, *lengths)
     weights = lstm_weight_gradients(gates, x, h0, out, layout=layout)   # (4H, F + H + 1)
     bias = weights[:, -1]
-    return (_input_gradient(gates, w_ih, 4 * hidden, layout), gates[-1, :, :hidden],
+    return (_input_gradient(gates, hidden, layout), gates[-1, :, :hidden],
             gates[-1, :, hidden:2 * hidden], weights[:, :-(hidden + 1)], weights[:, -(hidden + 1):-1],
             bias, bias) + (None,) * len(lengths)
 
 
 def _gru(grad, out, x, h0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
     hidden = _hidden("gru", out, h0, w_hh)
-    gates = gru_backward(grad, out, h0, w_hh, *lengths)
+    gates = gru_backward(grad, out, h0, w_hh, w_ih, *lengths)
     weights = gru_weight_gradients(gates, x, h0, out, layout=layout)    # (3H, F + H + 2)
-    return (_input_gradient(gates, w_ih, 3 * hidden, layout), gates[-1, :, :hidden],
+    return (_input_gradient(gates, hidden, layout), gates[-1, :, :hidden],
             weights[:, :-(hidden + 2)], weights[:, -(hidden + 2):-2], weights[:, -2],
             weights[:, -1]) + (None,) * len(lengths)
 

@@ -1,13 +1,14 @@
 """Fused recurrent ops: ``g.nn.lstm`` and ``g.nn.gru`` (PyTorch's gates and weight shapes), ADR 0020.
 
 Each is one op over all time steps whose single output packs what the caller and the backward pass
-need, time-major: ``lstm`` gives (6, T + 1, B, H) with sections h, c, i, f, g, o; ``gru`` gives
-(5, T + 1, B, H) with sections h, r, z, n and W_hn h + b_hn. Rows 0..T-1 are the steps (0 past a
-sequence's length), row T the final states. The public functions return views of it (``outputs``,
-``h_n``, ``c_n``), so nothing is copied and their gradients scatter back into one gradient of the
-packed result. Backpropagation through time is an op of its own (``lstm_backward``, ``gru_backward``),
-and the weight gradients of all steps one more (``*_weight_gradients``): dedicated kernels, not
-differentiable. Their gradient rules are in graphview/gradients/recurrent.py.
+need, time-major, the sections of a step side by side: ``lstm`` gives (T + 1, B, 6H) whose rows are
+[h | c | i | f | g | o]; ``gru`` gives (T + 1, B, 5H) with [h | r | z | W_hn h + b_hn | n]. Rows 0..T-1
+are the steps (0 past a sequence's length), row T the final states (then 0). The public functions return
+views of it (``outputs``, ``h_n``, ``c_n``), so nothing is copied and their gradients scatter back into
+one gradient of the packed result. Backpropagation through time is an op of its own (``lstm_backward``,
+``gru_backward``, which gives x's gradient too), and the weight gradients of all steps one more
+(``*_weight_gradients``): dedicated kernels, not differentiable. Their gradient rules are in
+graphview/gradients/recurrent.py.
 """
 
 import numpy as np
@@ -100,7 +101,7 @@ def _check(op, gates, x, states, w_ih, w_hh, b_ih, b_hh, lengths, layout):
 
 
 def _packed(sections, batch, steps, hidden):
-    return (sections, None if steps is None else steps + 1, batch, hidden)
+    return (None if steps is None else steps + 1, batch, sections * hidden)
 
 
 def _lstm_shape(x, h0, c0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
@@ -142,28 +143,43 @@ def checked_lengths(op, lengths, batch, steps):
     return found
 
 
-def _c(array):
-    return np.ascontiguousarray(array)
+_c = np.ascontiguousarray
 
 
 def _lstm_kernel(x, h0, c0, w_ih, w_hh, b_ih, b_hh, *rest, layout="btf"):
     *lengths, out = rest
     x = time_major(x, layout)
     lengths = checked_lengths("lstm", lengths, x.shape[1], x.shape[0])
-    kernels.lstm_forward(x, _c(h0), _c(c0), _c(w_ih.T), _c(w_hh.T), _c(b_ih + b_hh), lengths, out)
+    kernels.lstm_forward(x, _c(h0), _c(c0), _c(w_ih), _c(w_hh), b_ih + b_hh, lengths, out)
 
 
 def _gru_kernel(x, h0, w_ih, w_hh, b_ih, b_hh, *rest, layout="btf"):
     *lengths, out = rest
     x = time_major(x, layout)
     lengths = checked_lengths("gru", lengths, x.shape[1], x.shape[0])
-    kernels.gru_forward(x, _c(h0), _c(w_ih.T), _c(w_hh.T), _c(b_ih), _c(b_hh), lengths, out)
+    kernels.gru_forward(x, _c(h0), _c(w_ih), _c(w_hh), _c(b_ih), _c(b_hh), lengths, out)
 
 
 # --- NumPy references (float64, step by step) -------------------------------------------------------
 
 def _sigmoid(a):
     return 1.0 / (1.0 + np.exp(-a))
+
+
+def side_by_side(sections):
+    """(sections, T + 1, B, H) as the packed layout (T + 1, B, sections * H)."""
+    count, rows, batch, hidden = sections.shape
+    return np.ascontiguousarray(sections.transpose(1, 2, 0, 3)).reshape(rows, batch, count * hidden)
+
+
+def sections_of(packed, count):
+    """The packed layout (T + 1, B, count * H) as (count, T + 1, B, H)."""
+    rows, batch, width = packed.shape
+    return packed.reshape(rows, batch, count, width // count).transpose(2, 0, 1, 3)
+
+
+def _valid(packed, lengths):
+    return np.full(packed.shape[1], packed.shape[0] - 1) if not lengths else np.asarray(lengths[0])
 
 
 def reference_lengths(x, lengths, layout):
@@ -185,7 +201,7 @@ def _lstm_reference(x, h0, c0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
         h = np.where(live, o * np.tanh(c), h)
         out[:, t] = np.where(live, np.stack([h, c, i, f, g, o]), 0.0)
     out[0, -1], out[1, -1] = h, c
-    return out.astype(x.dtype)
+    return side_by_side(out).astype(x.dtype)
 
 
 def _gru_reference(x, h0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
@@ -200,9 +216,9 @@ def _gru_reference(x, h0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
         n = np.tanh(xn + r * hn)
         live = (t < valid)[:, None]
         h = np.where(live, (1 - z) * n + z * h, h)
-        out[:, t] = np.where(live, np.stack([h, r, z, n, hn]), 0.0)
+        out[:, t] = np.where(live, np.stack([h, r, z, hn, n]), 0.0)
     out[0, -1] = h
-    return out.astype(x.dtype)
+    return side_by_side(out).astype(x.dtype)
 
 
 # --- samples ----------------------------------------------------------------------------------------
@@ -246,11 +262,13 @@ def _samples(gates, states):
 lstm_op = defop("lstm", shape=_lstm_shape, dtype=_lengths_dtype(7), kernel=_lstm_kernel, promote="float",
                 promote_inputs=tuple(range(7)), accepts=dtypes.FLOATS, samples=_samples(4, 2),
                 reference=_lstm_reference, family="recurrent", attrs=LAYOUT,
-                doc="LSTM over all steps, fused: packed (6, T+1, B, H) of h, c, i, f, g, o; row T holds h_n, c_n.")
+                doc="LSTM over all steps, fused: packed (T+1, B, 6H), rows [h | c | i | f | g | o]; row T holds "
+                "h_n, c_n.")
 gru_op = defop("gru", shape=_gru_shape, dtype=_lengths_dtype(6), kernel=_gru_kernel, promote="float",
                promote_inputs=tuple(range(6)), accepts=dtypes.FLOATS, samples=_samples(3, 1),
                reference=_gru_reference, family="recurrent", attrs=LAYOUT,
-               doc="GRU over all steps, fused: packed (5, T+1, B, H) of h, r, z, n, W_hn h + b_hn; row T holds h_n.")
+               doc="GRU over all steps, fused: packed (T+1, B, 5H), rows [h | r | z | W_hn h + b_hn | n]; row T "
+               "holds h_n.")
 
 
 # --- public functions -------------------------------------------------------------------------------
@@ -263,11 +281,12 @@ def _lengths_of_time_dim(x, layout):
     return table.lengths_of(x.graph, time_dim)
 
 
-def _results(packed, x, layout, states):
+def _results(packed, x, layout, states, sections):
     """The views of the packed result: outputs in ``layout``, then each final state (B, H)."""
-    steps = packed[0, :-1]
+    hidden = packed.shape[2] // sections
+    steps = packed[:-1, :, :hidden]
     outputs = permute(steps, (1, 0, 2)) if layout == "btf" else steps
-    finals = tuple(packed[k, -1] for k in range(states))
+    finals = tuple(packed[-1, :, k * hidden:(k + 1) * hidden] for k in range(states))
     if isinstance(x, Variable):
         dims = table.dims_of(x)
         batch_dim, time_dim = (dims[0], dims[1]) if layout == "btf" else (dims[1], dims[0])
@@ -277,7 +296,7 @@ def _results(packed, x, layout, states):
     return (outputs,) + finals
 
 
-def _run(op, x, inputs, lengths, layout, name, states):
+def _run(op, x, inputs, lengths, layout, name, states, sections):
     graph_of((x,) + inputs, op.definition.name)
     if isinstance(lengths, (list, tuple)):
         lengths = np.asarray(lengths)
@@ -285,7 +304,7 @@ def _run(op, x, inputs, lengths, layout, name, states):
         lengths = _lengths_of_time_dim(x, layout)
     extra = () if lengths is None else (lengths,)
     packed = op(x, *inputs, *extra, name=name, layout=layout)
-    return _results(packed, x, layout, states)
+    return _results(packed, x, layout, states, sections)
 
 
 @public("nn")
@@ -294,14 +313,14 @@ def lstm(x, h0, c0, w_ih, w_hh, b_ih, b_hh, lengths=None, layout="btf", *, name=
     ``(outputs, h_n, c_n)``, outputs in ``layout`` ('btf' or 'tbf'), h_n and c_n (batch, hidden).
     With ``lengths`` (given, or those of x's time dim) each sequence stops at its length: outputs past
     it are 0 and h_n, c_n are its last valid step's states (h0, c0 for a length of 0)."""
-    return _run(lstm_op, x, (h0, c0, w_ih, w_hh, b_ih, b_hh), lengths, layout, name, 2)
+    return _run(lstm_op, x, (h0, c0, w_ih, w_hh, b_ih, b_hh), lengths, layout, name, 2, LSTM_SECTIONS)
 
 
 @public("nn")
 def gru(x, h0, w_ih, w_hh, b_ih, b_hh, lengths=None, layout="btf", *, name=None):
     """GRU over all time steps as one fused op (PyTorch's gates r, z, n with n = tanh(W_in x + b_in +
     r * (W_hn h + b_hn)), and its weight shapes): ``(outputs, h_n)``; lengths as for lstm."""
-    return _run(gru_op, x, (h0, w_ih, w_hh, b_ih, b_hh), lengths, layout, name, 1)
+    return _run(gru_op, x, (h0, w_ih, w_hh, b_ih, b_hh), lengths, layout, name, 1, GRU_SECTIONS)
 
 
 # --- backpropagation through time: dedicated kernels, not differentiable ---------------------------
@@ -310,51 +329,45 @@ _NOT_DIFFERENTIABLE = ("Not differentiable: a dedicated backward kernel, so seco
                        "are not available.")
 
 
-def _packed_specs(sections, grad, packed):
-    pattern = (sections, (1, "steps", 1), "batch", "hidden")
-    return (("packed", packed, pattern), ("grad", grad, pattern))
+def _packed_pattern(sections):
+    return ((1, "steps", 1), "batch", (sections, "hidden", 0))
 
 
-def _gates_shape(packed):
-    """(T + 1, B, 4H) as packed gives them (as graph files record them): every step's gate gradients,
-    the states' in row T."""
-    return (packed[1], packed[2], None if packed[3] is None else 4 * packed[3])
+def _backward_sizes(op, sections, gates, grad, packed, states, w_hh, w_ih, lengths):
+    """(T + 1, B, 4H + F) as packed and w_ih give them: each step's gate gradients, then x's."""
+    sizes = sizes_of(("packed", packed, _packed_pattern(sections)), ("grad", grad, _packed_pattern(sections)),
+                     *((label, state, ("batch", "hidden")) for label, state in states),
+                     ("w_hh", w_hh, ((gates, "hidden", 0), "hidden")), ("w_ih", w_ih, ((gates, "hidden", 0), "features")),
+                     *_lengths_spec(op, lengths))
+    hidden, features = sizes.get("hidden"), sizes.get("features")
+    return (packed[0], packed[1], None if hidden is None or features is None else 4 * hidden + features)
 
 
-def _lstm_backward_shape(grad, packed, h0, c0, w_hh, *lengths):
-    sizes_of(*_packed_specs(LSTM_SECTIONS, grad, packed), ("h0", h0, ("batch", "hidden")),
-             ("c0", c0, ("batch", "hidden")), ("w_hh", w_hh, ((4, "hidden", 0), "hidden")),
-             *_lengths_spec("lstm_backward", lengths))
-    return _gates_shape(packed)
+def _lstm_backward_shape(grad, packed, h0, c0, w_hh, w_ih, *lengths):
+    return _backward_sizes("lstm_backward", LSTM_SECTIONS, 4, grad, packed, (("h0", h0), ("c0", c0)), w_hh, w_ih, lengths)
 
 
-def _gru_backward_shape(grad, packed, h0, w_hh, *lengths):
-    sizes_of(*_packed_specs(GRU_SECTIONS, grad, packed), ("h0", h0, ("batch", "hidden")),
-             ("w_hh", w_hh, ((3, "hidden", 0), "hidden")), *_lengths_spec("gru_backward", lengths))
-    return _gates_shape(packed)
+def _gru_backward_shape(grad, packed, h0, w_hh, w_ih, *lengths):
+    return _backward_sizes("gru_backward", GRU_SECTIONS, 3, grad, packed, (("h0", h0),), w_hh, w_ih, lengths)
 
 
-def _lstm_backward_kernel(grad, packed, h0, c0, w_hh, *rest):
+def _lstm_backward_kernel(grad, packed, h0, c0, w_hh, w_ih, *rest):
     *lengths, out = rest
-    lengths = checked_lengths("lstm_backward", lengths, packed.shape[2], packed.shape[1] - 1)
-    kernels.lstm_backward(_c(grad), _c(packed), _c(h0), _c(c0), _c(w_hh), lengths, out)
+    lengths = checked_lengths("lstm_backward", lengths, packed.shape[1], packed.shape[0] - 1)
+    kernels.lstm_backward(_c(grad), _c(packed), _c(h0), _c(c0), _c(w_hh), _c(w_ih), lengths, out)
 
 
-def _gru_backward_kernel(grad, packed, h0, w_hh, *rest):
+def _gru_backward_kernel(grad, packed, h0, w_hh, w_ih, *rest):
     *lengths, out = rest
-    lengths = checked_lengths("gru_backward", lengths, packed.shape[2], packed.shape[1] - 1)
-    kernels.gru_backward(_c(grad), _c(packed), _c(h0), _c(w_hh), lengths, out)
+    lengths = checked_lengths("gru_backward", lengths, packed.shape[1], packed.shape[0] - 1)
+    kernels.gru_backward(_c(grad), _c(packed), _c(h0), _c(w_hh), _c(w_ih), lengths, out)
 
 
-def _valid(packed, lengths):
-    return np.full(packed.shape[2], packed.shape[1] - 1) if not lengths else np.asarray(lengths[0])
-
-
-def _lstm_backward_reference(grad, packed, h0, c0, w_hh, *lengths):
-    g, p, valid = grad.astype(np.float64), packed.astype(np.float64), _valid(packed, lengths)
-    steps, hidden = p.shape[1] - 1, p.shape[3]
+def _lstm_backward_reference(grad, packed, h0, c0, w_hh, w_ih, *lengths):
+    g, p = sections_of(grad.astype(np.float64), LSTM_SECTIONS), sections_of(packed.astype(np.float64), LSTM_SECTIONS)
+    steps, hidden, valid = p.shape[1] - 1, p.shape[3], _valid(packed, lengths)
     dh, dc = g[0, -1].copy(), g[1, -1].copy()
-    out = np.zeros((steps + 1, p.shape[2], 4 * hidden))
+    out = np.zeros((steps + 1, p.shape[2], 4 * hidden + w_ih.shape[1]))
     for t in reversed(range(steps)):
         _, cell, i, f, gate, o = p[:, t]
         previous = c0 if t == 0 else p[1, t - 1]
@@ -362,32 +375,34 @@ def _lstm_backward_reference(grad, packed, h0, c0, w_hh, *lengths):
         dh_t = dh + g[0, t]
         dc_t = dc + g[1, t] + dh_t * o * (1 - squashed ** 2)
         live = (t < valid)[:, None]
-        out[t] = np.where(live, np.concatenate([
+        gates = np.where(live, np.concatenate([
             (dc_t * gate + g[2, t]) * i * (1 - i), (dc_t * previous + g[3, t]) * f * (1 - f),
             (dc_t * i + g[4, t]) * (1 - gate ** 2), (dh_t * squashed + g[5, t]) * o * (1 - o)], axis=1), 0.0)
+        out[t] = np.concatenate([gates, gates @ w_ih.astype(np.float64)], axis=1)
         dc = np.where(live, dc_t * f, dc)
-        dh = np.where(live, out[t] @ w_hh.astype(np.float64), dh)
+        dh = np.where(live, gates @ w_hh.astype(np.float64), dh)
     out[-1, :, :hidden], out[-1, :, hidden:2 * hidden] = dh, dc
     return out.astype(grad.dtype)
 
 
-def _gru_backward_reference(grad, packed, h0, w_hh, *lengths):
-    g, p, valid = grad.astype(np.float64), packed.astype(np.float64), _valid(packed, lengths)
-    steps, hidden = p.shape[1] - 1, p.shape[3]
+def _gru_backward_reference(grad, packed, h0, w_hh, w_ih, *lengths):
+    g, p = sections_of(grad.astype(np.float64), GRU_SECTIONS), sections_of(packed.astype(np.float64), GRU_SECTIONS)
+    steps, hidden, valid = p.shape[1] - 1, p.shape[3], _valid(packed, lengths)
     dh = g[0, -1].copy()
-    out = np.zeros((steps + 1, p.shape[2], 4 * hidden))
+    out = np.zeros((steps + 1, p.shape[2], 4 * hidden + w_ih.shape[1]))
     for t in reversed(range(steps)):
-        _, r, z, n, hn = p[:, t]
+        _, r, z, hn, n = p[:, t]
         previous = h0 if t == 0 else p[0, t - 1]
         dh_t = dh + g[0, t]
-        dn = (dh_t * (1 - z) + g[3, t]) * (1 - n ** 2)
+        dn = (dh_t * (1 - z) + g[4, t]) * (1 - n ** 2)
         dz = (dh_t * (previous - n) + g[2, t]) * z * (1 - z)
         dr = (dn * hn + g[1, t]) * r * (1 - r)
-        dhn = dn * r + g[4, t]
+        dhn = dn * r + g[3, t]
         live = (t < valid)[:, None]
-        out[t] = np.where(live, np.concatenate([dr, dz, dn, dhn], axis=1), 0.0)
-        back = np.concatenate([dr, dz, dhn], axis=1) @ w_hh.astype(np.float64)
-        dh = np.where(live, dh_t * z + back, dh)
+        hidden_side = np.where(live, np.concatenate([dr, dz, dhn], axis=1), 0.0)
+        input_side = np.where(live, np.concatenate([dr, dz, dn], axis=1), 0.0)
+        out[t] = np.concatenate([hidden_side, input_side[:, 2 * hidden:], input_side @ w_ih.astype(np.float64)], axis=1)
+        dh = np.where(live, dh_t * z + hidden_side @ w_hh.astype(np.float64), dh)
     out[-1, :, :hidden] = dh
     return out.astype(grad.dtype)
 
@@ -396,10 +411,13 @@ def _weight_gradients_shape(sections, gates_count, biases):
     """(gates_count * H, F + H + biases): dW_ih, dW_hh and the bias gradients side by side, H as packed
     and F as x give them (as graph files record them)."""
     def rule(gates, x, h0, packed, layout="btf"):
-        sizes_of(("packed", packed, (sections, (1, "steps", 1), "batch", "hidden")),
-                 ("gates", gates, ((1, "steps", 1), "batch", (4, "hidden", 0))), ("x", x, _x_pattern(layout)),
-                 ("h0", h0, ("batch", "hidden")))
-        hidden, features = packed[3], x[2]
+        sizes = sizes_of(("packed", packed, _packed_pattern(sections)), ("x", x, _x_pattern(layout)),
+                         ("gates", gates, ((1, "steps", 1), "batch", "columns")), ("h0", h0, ("batch", "hidden")))
+        hidden, features, columns = sizes.get("hidden"), sizes.get("features"), sizes.get("columns")
+        if None not in (hidden, features, columns) and columns != 4 * hidden + features:
+            raise ShapeError(f"gates has shape {format_shape(gates)}; it must be (steps + 1, batch, 4*hidden + "
+                             f"features) = {format_shape(gates[:2] + (4 * hidden + features,))} (hidden {hidden} "
+                             f"from packed, features {features} from x)")
         size = None if hidden is None else gates_count * hidden
         return (size, None if features is None or hidden is None else features + hidden + biases)
     return rule
@@ -407,7 +425,7 @@ def _weight_gradients_shape(sections, gates_count, biases):
 
 def _weight_gradients_kernel(kernel):
     def launch(gates, x, h0, packed, out, layout="btf"):
-        kernel(_c(gates), time_major(x, layout), _c(h0), _c(packed[0]), out)
+        kernel(_c(gates), time_major(x, layout), _c(h0), _c(packed), out)
     return launch
 
 
@@ -415,11 +433,12 @@ def _weight_gradients_reference(gru):
     def reference(gates, x, h0, packed, layout="btf"):
         xs = time_major(x, layout).astype(np.float64)
         steps, batch, features = xs.shape
-        hidden = packed.shape[3]
-        flat = gates[:steps].astype(np.float64).reshape(steps * batch, 4 * hidden)
-        previous = np.concatenate([h0[None], packed[0, :max(steps - 1, 0)]])[:steps].reshape(-1, hidden)
-        input_side = flat[:, :3 * hidden] if gru else flat
-        hidden_side = np.concatenate([flat[:, :2 * hidden], flat[:, 3 * hidden:]], axis=1) if gru else flat
+        hidden = h0.shape[1]
+        flat = gates[:steps, :, :4 * hidden].astype(np.float64).reshape(steps * batch, 4 * hidden)
+        states = sections_of(packed, GRU_SECTIONS if gru else LSTM_SECTIONS)[0]
+        previous = np.concatenate([h0[None], states[:max(steps - 1, 0)]])[:steps].reshape(-1, hidden)
+        input_side = np.concatenate([flat[:, :2 * hidden], flat[:, 3 * hidden:]], axis=1) if gru else flat
+        hidden_side = flat[:, :3 * hidden] if gru else flat
         columns = [input_side.T @ xs.reshape(-1, features), hidden_side.T @ previous, input_side.sum(0)[:, None]]
         if gru:
             columns.append(hidden_side.sum(0)[:, None])
@@ -436,12 +455,12 @@ def _backward_samples(forward, gru):
             packed = forward.definition.reference(*sample.inputs, **sample.attrs)
             grad = np.random.default_rng(21).normal(size=packed.shape).astype(packed.dtype)
             x, h0 = sample.inputs[0], sample.inputs[1]
-            w_hh = sample.inputs[3 if gru else 4]
+            w_ih, w_hh = sample.inputs[2 if gru else 3], sample.inputs[3 if gru else 4]
             extra = sample.inputs[6 if gru else 7:]
             states = (h0,) if gru else (h0, sample.inputs[2])
-            gates = (_gru_backward_reference if gru else _lstm_backward_reference)(grad, packed, *states, w_hh, *extra)
-            result.append((sample.label, (grad, packed) + states + (w_hh,) + extra, (gates, x, h0, packed),
-                           sample.attrs))
+            inputs = (grad, packed) + states + (w_hh, w_ih) + extra
+            gates = (_gru_backward_reference if gru else _lstm_backward_reference)(*inputs)
+            result.append((sample.label, inputs, (gates, x, h0, packed), sample.attrs))
         return result
     return samples
 
@@ -457,16 +476,16 @@ def _weight_op_samples(source):
 _LSTM_SOURCE = _backward_samples(lstm_op, False)
 _GRU_SOURCE = _backward_samples(gru_op, True)
 
-lstm_backward = defop("lstm_backward", shape=_lstm_backward_shape, dtype=_lengths_dtype(5), kernel=_lstm_backward_kernel,
-                      no_gradient=_NOT_DIFFERENTIABLE, promote="float", promote_inputs=tuple(range(5)), accepts=dtypes.FLOATS,
+lstm_backward = defop("lstm_backward", shape=_lstm_backward_shape, dtype=_lengths_dtype(6), kernel=_lstm_backward_kernel,
+                      no_gradient=_NOT_DIFFERENTIABLE, promote="float", promote_inputs=tuple(range(6)), accepts=dtypes.FLOATS,
                       samples=_backward_op_samples(_LSTM_SOURCE), reference=_lstm_backward_reference,
-                      family="recurrent", doc="lstm's backpropagation through time: the gate pre-activation "
-                      "gradients of every step (T+1, B, 4H), dh0 and dc0 in row T. " + _NOT_DIFFERENTIABLE)
-gru_backward = defop("gru_backward", shape=_gru_backward_shape, dtype=_lengths_dtype(4), kernel=_gru_backward_kernel,
-                     no_gradient=_NOT_DIFFERENTIABLE, promote="float", promote_inputs=tuple(range(4)), accepts=dtypes.FLOATS,
+                      family="recurrent", doc="lstm's backpropagation through time: (T+1, B, 4H+F), each step's gate "
+                      "pre-activation gradients then x's, dh0 and dc0 in row T. " + _NOT_DIFFERENTIABLE)
+gru_backward = defop("gru_backward", shape=_gru_backward_shape, dtype=_lengths_dtype(5), kernel=_gru_backward_kernel,
+                     no_gradient=_NOT_DIFFERENTIABLE, promote="float", promote_inputs=tuple(range(5)), accepts=dtypes.FLOATS,
                      samples=_backward_op_samples(_GRU_SOURCE), reference=_gru_backward_reference,
-                     family="recurrent", doc="gru's backpropagation through time: the r, z, n and W_hn h + b_hn "
-                     "gradients of every step (T+1, B, 4H), dh0 in row T. " + _NOT_DIFFERENTIABLE)
+                     family="recurrent", doc="gru's backpropagation through time: (T+1, B, 4H+F), each step's r, z, "
+                     "W_hn h + b_hn and n gradients then x's, dh0 in row T. " + _NOT_DIFFERENTIABLE)
 lstm_weight_gradients = defop(
     "lstm_weight_gradients", shape=_weight_gradients_shape(LSTM_SECTIONS, 4, 1),
     kernel=_weight_gradients_kernel(kernels.lstm_weight_gradients), no_gradient=_NOT_DIFFERENTIABLE, promote="float",

@@ -175,6 +175,7 @@ class Executor:
         self._graph = weakref.ref(graph)   # weak: _EXECUTORS holds executors by their graph
         self._plans = collections.OrderedDict()
         self._schedules = collections.OrderedDict()
+        self._ancestors = collections.OrderedDict()
         self._lock = threading.RLock()
 
     @property
@@ -189,7 +190,8 @@ class Executor:
 
     def plan(self, placeholders, names):
         names = tuple(dict.fromkeys(names))
-        feeds = self.graph.check_feeds(placeholders, self._needed(names), ", ".join(names), checked_feed)
+        feeds = self.graph.check_feeds(placeholders, self._needed(names, Kind.PLACEHOLDER), ", ".join(names),
+                                       checked_feed)
         key = (names, config.fusion,
                tuple((n, a.shape, a.dtype.str, a.flags.c_contiguous) for n, a in sorted(feeds.items())))
         plan = self._plans.get(key)
@@ -213,9 +215,19 @@ class Executor:
                     self._schedules.popitem(last=False)
         return found
 
-    def _needed(self, names):
-        graph = self.graph
-        return sorted(map(graph.node, graph.ancestors(names)), key=lambda node: node.index)
+    def _needed(self, names, kind=None):
+        """The nodes ``names`` depend on (of ``kind`` only, when given), in creation order; cached,
+        since a node's inputs never change."""
+        found = self._ancestors.get((names, kind))
+        if found is None:
+            graph = self.graph
+            found = sorted(map(graph.node, graph.ancestors(names)), key=lambda node: node.index)
+            found = [node for node in found if kind is None or node.kind is kind]
+            with self._lock:
+                self._ancestors[(names, kind)] = found
+                while len(self._ancestors) > MAX_PLANS:
+                    self._ancestors.popitem(last=False)
+        return found
 
     def _build(self, names, feeds):
         plan = self.schedule(names)

@@ -39,6 +39,7 @@ bench: $(VENV)/.installed-run
 	$(BIN)/python benchmarks/bench_layers.py
 	$(BIN)/python benchmarks/bench_recurrent.py
 	$(BIN)/python benchmarks/bench_activations.py
+	$(BIN)/python benchmarks/bench_fusion.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -17,12 +17,13 @@ def _output_shape(graph, record):
 
 
 def layer_table(graph):
-    """One row per layer that contains no other layer (name, type, output shape, parameters), then the
-    totals: trainable, not trainable (running statistics), and the VARIABLEs made outside any layer."""
+    """One row per layer that contains no other layer or has variables of its own (name, type, output
+    shape, parameters: its own), then the totals: trainable, not trainable (running statistics), and the
+    VARIABLEs made outside any layer. The rows add up to the total."""
     parents = {record["parent"] for record in graph.layers.values()}
     rows = [("layer (type)", "output shape", "params")]
     for name, record in graph.layers.items():
-        if name in parents:
+        if name in parents and not record["variables"]:
             continue
         rows.append((f"{name} ({record['type']})", _output_shape(graph, record),
                      f"{sum(_size(graph, v) for v in record['variables']):,}"))

@@ -104,33 +104,27 @@ def test_conv1d_is_torch_conv1d(options):
 
 
 POOLS = [
-    (L.MaxPool2D(2), lambda x: F.max_pool2d(x, 2), 2),
-    (L.MaxPool2D(3, stride=2, padding=1), lambda x: F.max_pool2d(x, 3, 2, 1), 2),
-    (L.AvgPool2D(2), lambda x: F.avg_pool2d(x, 2), 2),
-    (L.AvgPool2D(3, stride=2, padding=1), lambda x: F.avg_pool2d(x, 3, 2, 1), 2),
+    (L.MaxPool2D(2), lambda x: F.max_pool2d(x, 2), "bchw"),
+    (L.MaxPool2D(3, stride=2, padding=1), lambda x: F.max_pool2d(x, 3, 2, 1), "bchw"),
+    (L.AvgPool2D(2), lambda x: F.avg_pool2d(x, 2), "bchw"),
+    (L.AvgPool2D(3, stride=2, padding=1), lambda x: F.avg_pool2d(x, 3, 2, 1), "bchw"),
     (L.AvgPool2D(3, stride=2, padding=1, count_include_pad=False),
-     lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), 2),
-    (L.MaxPool1D(3, stride=2), lambda x: F.max_pool1d(x, 3, 2), 1),
-    (L.AvgPool1D(2, padding=1), lambda x: F.avg_pool1d(x, 2, padding=1), 1),
-    (L.GlobalAvgPool(), lambda x: x.mean(dim=(2, 3)), 2),
-    (L.GlobalAvgPool(), lambda x: x.mean(dim=2), 1),
+     lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), "bchw"),
+    (L.MaxPool1D(3, stride=2), lambda x: F.max_pool1d(x, 3, 2), "bcw"),
+    (L.AvgPool1D(2, padding=1), lambda x: F.avg_pool1d(x, 2, padding=1), "bcw"),
+    (L.GlobalAvgPool(), lambda x: x.mean(dim=(2, 3)), "bchw"),
+    (L.GlobalAvgPool(), lambda x: x.mean(dim=2), "bcw"),
+    (L.MaxPool2D(2, layout="bhwc"), lambda x: F.max_pool2d(x, 2).permute(0, 2, 3, 1), "bhwc"),
+    (L.GlobalAvgPool(layout="bhwc"), lambda x: x.mean(dim=(2, 3)), "bhwc"),
 ]
 
 
 @pytest.mark.parametrize("index", range(len(POOLS)))
 def test_pools_are_torch_pools(index):
-    layer, reference, rank = POOLS[index]
-    x = R.normal(size=(2, 3, 8, 7) if rank == 2 else (2, 3, 9))
-    _, ours = run(layer, x)
+    layer, reference, layout = POOLS[index]
+    x = R.normal(size=(2, 3, 9) if layout == "bcw" else (2, 3, 8, 7))
+    _, ours = run(layer, x.transpose(0, 2, 3, 1).copy() if layout == "bhwc" else x)
     close(ours, reference(t(x)))
-
-
-def test_channels_last_pools():
-    x = R.normal(size=(2, 3, 8, 6))
-    _, ours = run(L.MaxPool2D(2, layout="bhwc"), x.transpose(0, 2, 3, 1).copy())
-    close(ours, F.max_pool2d(t(x), 2).permute(0, 2, 3, 1))
-    _, ours = run(L.GlobalAvgPool(layout="bhwc"), x.transpose(0, 2, 3, 1).copy())
-    close(ours, t(x).mean(dim=(2, 3)))
 
 
 # --- normalization -------------------------------------------------------------------------------
@@ -260,15 +254,21 @@ def torch_attention(g, layer, d, heads, kdim=None, vdim=None):
     return mha
 
 
-def test_self_attention_is_torch_multihead_attention():
-    x = R.normal(size=(2, 5, 8))
+def test_self_attention_over_a_time_dim_is_torch_attention_with_a_key_padding_mask():
+    time = gv.Dim("time")
+    x, lengths = padded_sequences(n=3, steps=5, features=8)
+    g = gv.Graph("self")
+    seq = g.placeholder("seq", dims=(gv.batch_dim, time, gv.Dim("feature", 8)), lengths={time: "n"})
     layer = L.MultiHeadAttention(2)
-    g, _ = run(layer, x)
+    y = layer(seq)
     np.testing.assert_array_equal(g.value("multi_head_attention/b_q"), np.zeros(8))    # torch's zero biases
     mha = torch_attention(g, layer, 8, 2)
-    out = g.layers[layer.name]["calls"][0]["output"]
-    with gv.inference():
-        close(g.output({"x0": x}, [out])[out], mha(t(x), t(x), t(x))[0])
+    got = g.predict({"seq": x, "n": lengths}, y)
+    padding = t(np.arange(5)[None] >= lengths[:, None])                  # True = blocked, as torch
+    expected = mha(t(x), t(x), t(x), key_padding_mask=padding)[0].detach().numpy()
+    for row, n in enumerate(lengths):
+        close(got[row, :n], expected[row, :n])
+    assert lengths[0] == 5 and lengths.min() < 5
 
 
 def test_cross_attention_and_a_bool_mask_with_the_opposite_convention():

@@ -21,7 +21,9 @@ def graph_with(model, shape, dtype="float64", name="m"):
     return g, x, model(x)
 
 
-def values(model):
+def built(model, shape, dtype="float64"):
+    """``model`` called on a new graph's placeholder (None, *shape); its variables' values by name."""
+    graph_with(model, shape, dtype)
     return {v.name: model.graph.value(v.name) for v in model.variables}
 
 
@@ -39,22 +41,13 @@ def uniform_within(value, bound):
 
 def test_initial_values_are_pytorch_defaults():
     g = gv.Graph("defaults")
-    dense = L.Dense(40)
-    dense(g.placeholder("v", (None, 50)))
-    uniform_within(g.value("dense/weight"), 1 / math.sqrt(50))
-    uniform_within(g.value("dense/bias"), 1 / math.sqrt(50))
-    conv = L.Conv2D(32, 3, groups=2)
-    conv(g.placeholder("img", (None, 8, 9, 9)))
-    uniform_within(g.value("conv2d/weight"), 1 / math.sqrt(4 * 9))     # fan_in = channels per group * kernel
-    uniform_within(g.value("conv2d/bias"), 1 / math.sqrt(4 * 9))
-    L.Conv1D(20, 5)(g.placeholder("sig", (None, 6, 30)))
-    uniform_within(g.value("conv1d/weight"), 1 / math.sqrt(30))
-    for kind in ("lstm", "gru"):
-        getattr(L, kind.upper())(30)(g.placeholder(kind, (None, 4, 7)))
-        for short in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            uniform_within(g.value(f"{kind}/{short}"), 1 / math.sqrt(30))
-    table = L.Embedding(300, 20)
-    table(g.placeholder("ids", (None,), "int64"))
+    for layer, shape, fan_in in ((L.Dense(40), (50,), 50), (L.Conv2D(32, 3, groups=2), (8, 9, 9), 4 * 9),
+                                 (L.Conv1D(20, 5), (6, 30), 6 * 5), (L.LSTM(30), (4, 7), 30), (L.GRU(30), (4, 7), 30)):
+        layer(g.placeholder(type(layer).__name__, (None,) + shape))    # conv: fan_in = channels per group * kernel
+        assert len(layer.variables) in (2, 4)
+        for variable in layer.variables:                 # weights and biases alike, as torch
+            uniform_within(g.value(variable.name), 1 / math.sqrt(fan_in))
+    L.Embedding(300, 20)(g.placeholder("ids", (None,), "int64"))
     weight = g.value("embedding/weight")
     assert abs(weight.mean()) < 0.03 and abs(weight.std() - 1) < 0.03
     L.MultiHeadAttention(4)(g.placeholder("seq", (None, 5, 32)))
@@ -64,46 +57,34 @@ def test_initial_values_are_pytorch_defaults():
     np.testing.assert_array_equal(g.value("multi_head_attention/b_o"), np.zeros(32))
 
 
-def cnn(seed=None, extra=(), **kw):
-    return gv.Sequential([L.Conv2D(4, 3, **kw), L.ReLU(), L.Flatten(), L.Dense(5), L.Dense(3), *extra],
+def cnn(seed=None, extra=()):
+    return gv.Sequential([L.Conv2D(4, 3), L.ReLU(), L.Flatten(), L.Dense(5), L.Dense(3), *extra],
                          name="net", seed=seed)
 
 
 def test_seeds_make_initial_values_reproducible():
-    first, second, other = cnn(seed=7), cnn(seed=7), cnn(seed=8)
-    for model in (first, second, other):
-        graph_with(model, (2, 6, 6))
-    a, b, c = values(first), values(second), values(other)
+    models = [cnn(seed=7), cnn(seed=7), cnn(seed=8), cnn(), cnn()]     # the last two: no seed anywhere, seed 0
+    a, b, c, d, e = (built(model, (2, 6, 6)) for model in models)
     assert list(a) == ["net/conv2d/weight", "net/conv2d/bias", "net/dense/weight", "net/dense/bias",
                        "net/dense_1/weight", "net/dense_1/bias"]
     for name in a:
         np.testing.assert_array_equal(a[name], b[name])
         assert not np.array_equal(a[name], c[name]), name
     assert not np.array_equal(a["net/dense/weight"][:5, :3], a["net/dense_1/weight"][:5, :3])   # names differ
-    unseeded = [cnn(), cnn()]                     # no seed anywhere: seed 0, still reproducible
-    for model in unseeded:
-        graph_with(model, (2, 6, 6))
-    np.testing.assert_array_equal(values(unseeded[0])["net/dense/bias"], values(unseeded[1])["net/dense/bias"])
+    np.testing.assert_array_equal(d["net/dense/bias"], e["net/dense/bias"])
 
 
 def test_a_layer_seed_wins_over_its_sequential_and_float32_agrees():
-    models = [gv.Sequential([L.Dense(3, seed=5), L.Dense(2)], seed=s) for s in (1, 2)]
-    for model in models:
-        graph_with(model, (4,))
-    first, second = values(models[0]), values(models[1])
+    seeded = [gv.Sequential([L.Dense(3, seed=5), L.Dense(2)], seed=s) for s in (1, 2, 1)]
+    first, second, single = built(seeded[0], (4,)), built(seeded[1], (4,)), built(seeded[2], (4,), "float32")
     np.testing.assert_array_equal(first["sequential/dense/weight"], second["sequential/dense/weight"])
     assert not np.array_equal(first["sequential/dense_1/weight"], second["sequential/dense_1/weight"])
-    single = gv.Sequential([L.Dense(3, seed=5), L.Dense(2)], seed=1)
-    graph_with(single, (4,), dtype="float32")
-    np.testing.assert_array_equal(values(single)["sequential/dense/weight"],
-                                  first["sequential/dense/weight"].astype(np.float32))
+    np.testing.assert_array_equal(single["sequential/dense/weight"], first["sequential/dense/weight"].astype("f4"))
 
 
 def test_adding_a_layer_does_not_change_the_others_values():
     base, grown = cnn(seed=3), cnn(seed=3, extra=(L.Dense(9), L.Tanh()))
-    graph_with(base, (2, 6, 6))
-    graph_with(grown, (2, 6, 6))
-    before, after = values(base), values(grown)
+    before, after = (built(model, (2, 6, 6)) for model in (base, grown))
     assert "net/dense_2/weight" in after
     for name in before:
         np.testing.assert_array_equal(before[name], after[name])
@@ -134,8 +115,8 @@ def test_recurrent_kernel_init_leaves_the_biases_as_pytorch(kind):
     rows = layer.gates * 5
     weight_hh = g.value(f"{layer.name}/weight_hh")
     np.testing.assert_allclose(weight_hh.T @ weight_hh, np.eye(5), atol=1e-12)
-    assert g.value(f"{layer.name}/bias_ih").shape == (rows,)
-    assert np.abs(g.value(f"{layer.name}/bias_ih")).max() <= 1 / math.sqrt(5)
+    assert g.value(f"{layer.name}/bias_ih").shape == (rows,) and layer.bias_ih.shape == (rows,)
+    uniform_within(g.value(f"{layer.name}/bias_ih"), 1 / math.sqrt(5))
     other = getattr(L, kind)(5, bias_init="zeros")
     other(g.placeholder("x2", (None, 3, 5)))
     np.testing.assert_array_equal(g.value(f"{other.name}/bias_hh"), np.zeros(rows))
@@ -255,11 +236,9 @@ def issue_cnn():
     g = gv.Graph("cnn")
     x = g.placeholder("x", (None, 1, 8, 8))
     y = g.placeholder("y", (None,), dtype="int64")
-    model = gv.Sequential([
-        L.Conv2D(16, 3, padding="same"), L.ReLU(),
-        L.Conv2D(32, 3, padding="same"), L.BatchNorm(), L.ReLU(), L.MaxPool2D(2),
-        L.Flatten(), L.Dropout(0.25), L.Dense(10),
-    ], name="net", seed=0)
+    model = gv.Sequential([L.Conv2D(16, 3, padding="same"), L.ReLU(),
+                           L.Conv2D(32, 3, padding="same"), L.BatchNorm(), L.ReLU(), L.MaxPool2D(2),
+                           L.Flatten(), L.Dropout(0.25), L.Dense(10)], name="net", seed=0)
     logits = model(x)
     g.set_loss(g.loss.softmax_cross_entropy(logits, y, name="loss"))
     return g, model, logits
@@ -312,6 +291,29 @@ def test_the_cli_prints_the_layer_table_of_a_graph_file(tmp_path, capsys):
     assert out.startswith(g.summary(params=True)) and "losses: loss" in out
     assert main(["summary", str(tmp_path / "cnn.gvz")]) == 0
     assert "total params" not in capsys.readouterr().out
+
+
+class Scaled(L.Layer):
+    """A custom layer with a variable of its own and a Dense made in its build, called in its forward."""
+
+    def build(self, x):
+        self.inner = L.Dense(3)
+        self.scale = self.add_variable("scale", (3,), x.dtype, "ones")
+
+    def forward(self, x):
+        return x.graph.math.mul(self.inner(x), self.scale)
+
+
+def test_a_custom_layer_counts_its_own_and_its_inner_layers_variables_in_rows_that_add_up():
+    model = gv.Sequential([Scaled(), L.Dense(2)], name="net")
+    g, x, y = graph_with(model, (4,))
+    assert [v.name for v in model.variables] == ["net/scaled/scale", "net/scaled/dense/weight",
+                                                 "net/scaled/dense/bias", "net/dense/weight", "net/dense/bias"]
+    assert model[0].count_params() == 18 and model.count_params() == 26
+    rows = [line.split() for line in g.summary(params=True).splitlines() if line.startswith("net/")]
+    assert rows == [["net/scaled", "(Scaled)", "(?,", "3)", "3"], ["net/scaled/dense", "(Dense)", "(?,", "3)", "15"],
+                    ["net/dense", "(Dense)", "(?,", "2)", "8"]]
+    assert "total params: 26 (trainable 26, not trainable 0)" in g.summary(params=True)
 
 
 # --- graph files ---------------------------------------------------------------------------------
@@ -397,10 +399,8 @@ ARGUMENT_ERRORS = [
     (lambda: L.Conv1D(4, 0), "Conv1D: kernel_size must be an int >= 1 or 1 of them, not 0"),
     (lambda: L.Conv2D(6, 3, groups=4), "Conv2D: filters 6 is not divisible by groups 4"),
     (lambda: L.Conv2D(4, 3, layout="bcwh"), "Conv2D: layout must be one of 'bchw', 'bhwc', not 'bcwh'"),
-    (lambda: L.Conv1D(4, 3, layout="bchw"), "Conv1D: layout must be one of 'bcw', 'bwc', not 'bchw'"),
     (lambda: L.LSTM(3, layout="bft"), "LSTM: layout must be 'btf' or 'tbf', not 'bft'"),
     (lambda: L.Dropout(1.0), r"Dropout: rate must be a number in \[0, 1\), not 1.0"),
-    (lambda: L.Dropout("0.5"), r"Dropout: rate must be a number in \[0, 1\), not '0.5'"),
     (lambda: L.Dense(2, activation="relu6"), "Dense: unknown activation 'relu6'; one of elu, gelu, "),
     (lambda: L.Activation("swish"), "Activation: unknown activation 'swish'"),
     (lambda: L.LeakyReLU(slope=0.1), "LeakyReLU: unknown argument 'slope'; it takes alpha"),

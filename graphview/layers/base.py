@@ -158,12 +158,26 @@ class Layer:
 
     @property
     def variables(self):
-        """Every VARIABLE of this layer and of the layers it contains, trainable or not, in creation order."""
-        found = {v.name: v for v in self.own_variables}    # by name: == on Variables builds an op
+        """Every VARIABLE of this layer and of the layers it contains (a container's, and those first called
+        inside its calls, as a custom layer's inner layers), trainable or not, in creation order."""
+        if self.graph is None:
+            return []
+        names = {v.name for v in self.own_variables}
         for child in self.children():
-            for variable in child.variables:
-                found.setdefault(variable.name, variable)
-        return list(found.values())
+            names.update(v.name for v in child.variables)
+        for name, record in self.graph.layers.items():
+            if self._contains(name):
+                names.update(record["variables"])
+        return [v for v in self.graph.variables() if v.name in names]
+
+    def _contains(self, name):
+        """Whether layer ``name`` of the graph was first called inside this layer (at any depth)."""
+        parent = self.graph.layers[name]["parent"]
+        while parent is not None:
+            if parent == self.name:
+                return True
+            parent = self.graph.layers[parent]["parent"]
+        return False
 
     def count_params(self, trainable=None):
         """The number of values in :attr:`variables` (only trainable ones with ``trainable=True``, only

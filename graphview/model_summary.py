@@ -37,7 +37,7 @@ def layer_table(graph):
     def line(row):
         return f"{row[0].ljust(widths[0])}  {row[1].ljust(widths[1])}  {row[2].rjust(widths[2])}"
     rule = "-" * len(line(rows[0]))
-    lines = [f"graph {graph.name!r}: {len(rows) - 1} layers", line(rows[0]), rule]
+    lines = [f"graph {graph.name!r}: {len(rows) - 1} layer{'' if len(rows) == 2 else 's'}", line(rows[0]), rule]
     lines += [line(row) for row in rows[1:]] + [rule]
     lines.append(f"total params: {trainable + frozen:,} (trainable {trainable:,}, not trainable {frozen:,})")
     if outside:

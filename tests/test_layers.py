@@ -316,7 +316,7 @@ def test_dropout_is_the_identity_in_inference_and_masks_in_training():
     np.testing.assert_allclose(first[kept], x[kept] / 0.7, rtol=1e-14)
     assert abs(1 - kept.mean() - 0.3) < 0.02
     assert (kept != (second != 0)).mean() > 0.2          # a new mask per step
-    _, rate0 = run(L.Dropout(0.0), x)
+    _, rate0 = run(L.Dropout(np.float32(0.0)), x)          # NumPy numbers are numbers
     np.testing.assert_array_equal(rate0, x)
 
 

@@ -1,5 +1,6 @@
 """Dense, Flatten, Reshape, Dropout, Embedding and the activation layers (ADR 0023)."""
 import math
+import numbers
 
 import numpy as np
 
@@ -116,7 +117,7 @@ class Dropout(Layer):
 
     def __init__(self, rate, *, name=None, seed=None):
         super().__init__(name=name, seed=seed)
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < 1:
+        if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0 <= rate < 1:
             raise OpArgumentError(f"Dropout: rate must be a number in [0, 1), not {rate!r}")
         self.rate = float(rate)
 

@@ -3,8 +3,10 @@
 * full and fast gradient checks of an MLP 64 -> 32 tanh -> 10 with batch 16
   (2,368 weights, softmax cross-entropy), against torch.autograd.gradcheck on
   the same function when PyTorch is importable;
-* the NonInplaceValidationListener's overhead on a 20-op element-wise chain over
-  10**6 float64 elements, as a ratio to plain execution.
+* the NonInplaceValidationListener's overhead as a ratio to plain execution, on
+  the 20-op benchmark chain over 10**6 float64 and on chains of cheap ops (+1,
+  *0.5) over 10**6, 1000 and 16 elements, next to its floor: a listener that
+  only reads each input once before and once after its op.
 
 Run: .venv/bin/python benchmarks/bench_gradcheck.py [--repeat N]
 """
@@ -13,6 +15,7 @@ import statistics
 import time
 
 import numpy as np
+from numba import njit
 
 import graphview as gv
 
@@ -70,23 +73,76 @@ def torch_checks(feeds, weights, repeat):
     return rows
 
 
-def chain(size=10 ** 6, length=20):
+def chain(size, length, cheap):
+    """``length`` element-wise ops over ``size`` float64: the benchmark mix (+, *, sin, -, tanh) or,
+    with ``cheap``, +1 and *0.5 alternating, ops cheaper than reading their input twice."""
     g = gv.Graph("chain")
     value = g.placeholder("x", (size,))
     steps = [lambda v: v + 1.0, lambda v: v * 0.5, g.math.sin, lambda v: v - 0.25, g.math.tanh]
     for i in range(length):
-        value = steps[i % len(steps)](value)
+        value = steps[i % (2 if cheap else len(steps))](value)
     return g, value, {"x": np.random.default_rng(1).normal(size=size)}
 
 
+CHAINS = (("benchmark chain: 20 ops (+, *, sin, -, tanh), 10**6 float64", 10 ** 6, 20, False),
+          ("cheap chain: 20 ops (+1, *0.5), 10**6 float64", 10 ** 6, 20, True),
+          ("cheap chain: 100 ops (+1, *0.5), shape (1000,)", 1000, 100, True),
+          ("cheap chain: 100 ops (+1, *0.5), shape (16,)", 16, 100, True))
+
+
+@njit(nogil=True)
+def _read(flat):
+    total = np.uint64(0)
+    for i in range(flat.size):
+        total += flat[i]
+    return total
+
+
+class ReadTwice(gv.Listener):
+    """Reads each input of over 1024 elements once before and once after its op, as 64-bit words on
+    one thread, and checks nothing: about the least that a check reading the inputs costs (the
+    validation listener keeps the bytes of smaller inputs), and so the floor of its overhead."""
+
+    def pre_op(self, ctx, node, inputs):
+        for array in inputs:
+            if array.size > 1024:
+                flat = np.ascontiguousarray(array).reshape(-1)
+                _read(flat.view(np.uint64) if flat.dtype.itemsize == 8 else flat.view(np.uint8))
+
+    def post_op(self, ctx, node, inputs, outputs):
+        self.pre_op(ctx, node, inputs)
+
+
 def listener_overhead(repeat):
-    g, output, feeds = chain()
-    listener = gv.NonInplaceValidationListener()
-    g.output(feeds, [output], listeners=[listener])             # compile the fingerprint kernels
-    plain = timed(lambda: g.output(feeds, [output]), repeat)
-    listened = timed(lambda: g.output(feeds, [output], listeners=[listener]), repeat)
-    assert not listener.violations
-    return plain, listened
+    """Per chain: plain runs and runs with each listener, interleaved (the machine is shared), as
+    (label, {variant: (best, median)}). With a listener attached a plan runs op by op, so the
+    plain reference is the unfused run where fusion exists (gv.config, ADR 0024)."""
+    config = getattr(gv, "config", None)
+    fusion = config.fusion if config is not None else None
+    rows = []
+    for label, size, length, cheap in CHAINS:
+        g, output, feeds = chain(size, length, cheap)
+        listener = gv.NonInplaceValidationListener()
+        variants = {"plain": [], "read twice (floor)": [ReadTwice()], "validation listener": [listener]}
+        runs = repeat if size >= 10 ** 5 else 20 * repeat
+        times = {name: [] for name in variants}
+        if config is not None:
+            config.fusion = False
+        for index in range(runs + 1):                                   # the first round compiles
+            for name, listeners in variants.items():
+                start = time.perf_counter()
+                g.output(feeds, [output], listeners=listeners)
+                if index:
+                    times[name].append(time.perf_counter() - start)
+        summary = {name: (min(t), statistics.median(t)) for name, t in times.items()}
+        if config is not None:
+            config.fusion = True
+            g.output(feeds, [output])
+            summary["plain, fused"] = timed(lambda: g.output(feeds, [output]), runs)[:2]
+            config.fusion = fusion
+        assert not listener.violations
+        rows.append((label, summary))
+    return rows
 
 
 def main():
@@ -95,18 +151,20 @@ def main():
     repeat = parser.parse_args().repeat
     parameters, rows, feeds, weights = graphview_checks(repeat)
     rows += torch_checks(feeds, weights, repeat)
-    plain, listened = listener_overhead(max(repeat, 10))
+    overhead = listener_overhead(max(repeat, 10))
     print(f"gradient checks: MLP 64 -> 32 tanh -> 10, batch 16, {parameters} parameters (best / median of {repeat})")
     width = max(len(r[0]) for r in rows)
     print(f"  {'check':<{width}}  {'best s':>8}  {'median s':>8}  notes")
     for label, best, median, notes in rows:
         numbers = f"{best:8.3f}  {median:8.3f}" if best is not None else f"{'-':>8}  {'-':>8}"
         print(f"  {label:<{width}}  {numbers}  {notes}")
-    print("NonInplaceValidationListener overhead: 20-op chain over 10**6 float64 elements")
-    print(f"  plain execution      {plain[0] * 1e3:8.2f} ms best, {plain[1] * 1e3:8.2f} ms median")
-    print(f"  with the listener    {listened[0] * 1e3:8.2f} ms best, {listened[1] * 1e3:8.2f} ms median")
-    print(f"  ratio                {listened[0] / plain[0]:8.2f}x best, {listened[1] / plain[1]:8.2f}x median"
-          "  (target <= 2x)")
+    print("NonInplaceValidationListener overhead: ms best and median, ratio to plain (unfused) execution")
+    for label, times in overhead:
+        print(f"  {label}")
+        plain = times["plain"]
+        for name, (best, median) in times.items():
+            print(f"    {name:<20} {best * 1e3:9.3f} {median * 1e3:9.3f}   {best / plain[0]:5.2f}x best, "
+                  f"{median / plain[1]:5.2f}x median")
 
 
 if __name__ == "__main__":

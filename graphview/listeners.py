@@ -72,11 +72,14 @@ class Violation:
 class NonInplaceValidationListener(Listener):
     """Fails when an op changes an input it did not declare as written, or aliases one.
 
-    Before each op every checked input is fingerprinted by content (block hashes
-    in logical order from a Numba kernel, so strided views work); after the op the
-    fingerprints are recomputed and compared, and a mismatch is located by
-    one-byte element digests (see ADR 0006). Exempt: ``create_view``, the
-    declared written inputs of in-place ops, ops with no inputs and empty arrays.
+    Before each op a snapshot of every checked input is kept: its bytes when it
+    has at most ``checksum.BLOCK`` elements, else block fingerprints by content
+    (in logical order from a Numba kernel, so strided views work) and one-byte
+    element digests. After the op each snapshot is compared with the input,
+    and a change is located at its first differing element (see ADR 0006). An
+    array passed at several positions is read once. Exempt: ``create_view``,
+    the declared written inputs of in-place ops, ops with no inputs and empty
+    arrays.
 
     With ``raise_errors=True`` (the default) a finding raises
     :class:`graphview.InplaceModificationError`; with False it is only recorded
@@ -91,38 +94,44 @@ class NonInplaceValidationListener(Listener):
 
     def pre_op(self, ctx, node, inputs):
         if node.op == CREATE_VIEW or not inputs:
-            self._pending.prints = None
+            self._pending.check = None
             return
         definition = get_op(node.op)
-        prints = []
+        kept = []   # [array, snapshot, positions]: an array passed at several positions is read once
         for position, array in enumerate(inputs):
             if position in definition.inplace or not isinstance(array, np.ndarray) or array.size == 0:
                 continue
-            prints.append((position, array, checksum.fingerprint(array, digests=True)))
-        self._pending.prints = prints
+            for entry in kept:
+                if entry[0] is array:
+                    entry[2].append(position)
+                    break
+            else:
+                kept.append([array, checksum.snapshot(array), [position]])
+        self._pending.check = (definition, kept)
 
     def post_op(self, ctx, node, inputs, outputs):
-        prints = getattr(self._pending, "prints", None)
-        self._pending.prints = None
-        if prints is None:
+        check = getattr(self._pending, "check", None)
+        self._pending.check = None
+        if check is None:
             return
         self.checked_ops += 1
-        definition = get_op(node.op)
-        for position, array, (hashes, digests) in prints:
-            flat = checksum.first_change(array, hashes, digests)
+        definition, kept = check
+        for array, snapshot, positions in kept:
+            flat = checksum.first_change_since(array, snapshot)
             if flat >= 0:
                 index = tuple(int(i) for i in np.unravel_index(flat, array.shape))
-                self._found(Violation("modified", node.op, node.name, position, _input_name(node, position),
-                                      index, array[index].item()))
+                for position in positions:
+                    self._found(Violation("modified", node.op, node.name, position, _input_name(node, position),
+                                          index, array[index].item()))
         if definition.view or definition.inplace:
             return
         for output in outputs:
             if not isinstance(output, np.ndarray) or output.size == 0:
                 continue
-            for position, array in enumerate(inputs):
-                if (isinstance(array, np.ndarray) and array.size and np.may_share_memory(output, array)
-                        and np.shares_memory(output, array)):
-                    self._found(Violation("aliased", node.op, node.name, position, _input_name(node, position)))
+            for array, _, positions in kept:   # without in-place positions, every non-empty array input
+                if np.may_share_memory(output, array) and np.shares_memory(output, array):
+                    for position in positions:
+                        self._found(Violation("aliased", node.op, node.name, position, _input_name(node, position)))
 
     def _found(self, violation):
         self.violations.append(violation)

@@ -22,6 +22,17 @@ def _poke_then_copy(x, out):
     np.copyto(out, x)
 
 
+def _poke_late_then_copy(x, out):
+    x[x.shape[0] - 2, x.shape[1] // 2] = 99.0
+    np.copyto(out, x)
+
+
+def _nudge_middle_then_add(x, out):
+    flat = x.reshape(-1)
+    flat[x.size // 2 + 1] = np.nextafter(flat[x.size // 2 + 1], np.inf)
+    np.add(x, 1.0, out=out)
+
+
 def _add_into_base(base, value):
     base += value
     return base
@@ -36,13 +47,16 @@ def _add_into_both(base, value):
 @pytest.fixture(scope="module", autouse=True)
 def faulty_ops():
     """Ops with buggy or in-place kernels, registered for this module only (the op table never sees them)."""
-    global writes_input, pokes_input, declared_inplace, inplace_and_more
+    global writes_input, pokes_input, pokes_late, writes_middle, declared_inplace, inplace_and_more
     writes_input = gv.defop("test_writes_input", shape=lambda x: x, kernel=_bump_first_then_copy)
     pokes_input = gv.defop("test_pokes_input", shape=lambda x: x, kernel=_poke_then_copy)
+    pokes_late = gv.defop("test_pokes_late", shape=lambda x: x, kernel=_poke_late_then_copy)
+    writes_middle = gv.defop("test_writes_middle", shape=lambda x: x, kernel=_nudge_middle_then_add)
     declared_inplace = gv.defop("test_declared_inplace", shape=lambda b, v: b, kernel=_add_into_base, inplace=(0,))
     inplace_and_more = gv.defop("test_inplace_and_more", shape=lambda b, v: b, kernel=_add_into_both, inplace=(0,))
     yield
-    for name in ("test_writes_input", "test_pokes_input", "test_declared_inplace", "test_inplace_and_more"):
+    for name in ("test_writes_input", "test_pokes_input", "test_pokes_late", "test_writes_middle",
+                 "test_declared_inplace", "test_inplace_and_more"):
         registry._REGISTRY.pop(name, None)
         registry._CALLABLES.pop(name, None)
 
@@ -69,6 +83,68 @@ def test_modifications_of_strided_inputs_are_found_at_the_right_element(layout):
     x = layout(np.arange(12.0).reshape(3, 4))
     with pytest.raises(gv.InplaceModificationError, match=r"first differing element is \[1, 2\] \(it now holds 99.0\)"):
         run_with(gv.NonInplaceValidationListener(), lambda g: pokes_input(g.placeholder("x", (3, 4))), {"x": x})
+
+
+@pytest.mark.parametrize("layout", [transposed, strided, lambda a: a[::-1, ::-1], lambda a: np.repeat(a, 3, axis=1)[:, 1::3]],
+                         ids=["transposed", "strided", "reversed", "stepped columns"])
+def test_modifications_of_large_strided_inputs_are_found_at_the_right_element(layout):
+    # 60 x 70 elements: fingerprinted in blocks (not kept as bytes), the layout read in logical order.
+    x = layout(np.arange(4200.0).reshape(60, 70))
+    assert not x.flags.c_contiguous
+    with pytest.raises(gv.InplaceModificationError, match=r"first differing element is \[58, 35\] \(it now holds 99.0\)"):
+        run_with(gv.NonInplaceValidationListener(), lambda g: pokes_late(g.placeholder("x", (60, 70))), {"x": x})
+
+
+@pytest.mark.parametrize("rows", [4, 80], ids=["kept as bytes", "fingerprinted"])
+def test_a_write_through_a_strided_view_of_a_computed_tensor_is_found(rows):
+    g = gv.Graph()
+    t = g.math.exp(g.placeholder("x", (rows, 60)), name="t")
+    view = t[1::2, ::-2]                                        # (rows / 2, 30): 1200 elements at 80 rows
+    poked = pokes_late(view, name="poker")
+    listener = gv.NonInplaceValidationListener(raise_errors=False)
+    g.output({"x": np.zeros((rows, 60))}, [poked], listeners=[listener])
+    [violation] = listener.violations
+    assert (violation.op, violation.node, violation.position, violation.index, violation.value) == \
+        ("test_pokes_late", "poker", 0, (rows // 2 - 2, 15), 99.0)
+
+
+@pytest.mark.parametrize("size", [16, 5000], ids=["kept as bytes", "fingerprinted"])
+def test_a_cheap_op_chain_catches_a_kernel_writing_its_input_in_the_middle(size):
+    # +1 and *0.5 alternating, the culprit (a user op moving one element of its input up by one ulp,
+    # then adding 1) as op 10 of 20: only it is reported, at the exact element.
+    g = gv.Graph()
+    value = g.placeholder("x", (size,))
+    for i in range(20):
+        value = writes_middle(value, name="culprit") if i == 10 else (value + 1.0 if i % 2 == 0 else value * 0.5)
+    listener = gv.NonInplaceValidationListener(raise_errors=False)
+    x = np.random.default_rng(2).normal(size=size)
+    result = g.output({"x": x}, [value], listeners=[listener])[value.name]
+    [violation] = listener.violations
+    culprit_input = g.node("culprit").inputs[0]
+    assert (violation.op, violation.node, violation.input_name, violation.index) == \
+        ("test_writes_middle", "culprit", culprit_input, (size // 2 + 1,))
+    assert listener.checked_ops == 20
+    expected = x.copy()
+    for i in range(20):
+        if i == 10:
+            expected[size // 2 + 1] = np.nextafter(expected[size // 2 + 1], np.inf)   # then its +1
+        expected = expected + 1.0 if i % 2 == 0 else expected * 0.5
+    np.testing.assert_allclose(result, expected, rtol=1e-12)
+    with pytest.raises(gv.InplaceModificationError, match=rf"test_writes_middle \(node 'culprit'\).*element is "
+                                                          rf"\[{size // 2 + 1}\]"):
+        g.output({"x": x}, [value], listeners=[gv.NonInplaceValidationListener()])
+
+
+def test_an_input_passed_twice_is_read_once_and_reported_at_both_positions(monkeypatch):
+    listener = gv.NonInplaceValidationListener(raise_errors=False)
+    x = np.arange(3000.0)
+    snapshots = []
+    monkeypatch.setattr(checksum, "snapshot", lambda array, kept=checksum.snapshot: snapshots.append(array) or kept(array))
+    listener.pre_op(None, fake("mul", ("x", "x")), [x, x])
+    assert len(snapshots) == 1 and snapshots[0] is x
+    x[2999] = np.nan
+    listener.post_op(None, fake("mul", ("x", "x")), [x, x], [np.zeros(3000)])
+    assert [(v.position, v.index) for v in listener.violations] == [(0, (2999,)), (1, (2999,))]
 
 
 def test_findings_can_be_collected_instead_of_raised():
@@ -245,6 +321,28 @@ def test_fingerprints_follow_logical_order_and_locate_a_changed_element(case):
     found = checksum.first_change(array, hashes, digests)
     block_start = flat // checksum.BLOCK * checksum.BLOCK
     assert found == flat or (found == block_start and checksum.fingerprint(array, True)[1][flat] == digests[flat])
+
+
+@pytest.mark.parametrize("size", [1, 1024, 1025, 300_000], ids=["one", "block", "block+1", "parallel"])
+def test_snapshots_see_nan_payloads_and_signed_zeros_at_the_exact_element(size):
+    array = np.zeros(size)
+    array[0] = np.nan
+    for flat, bits in ((size - 1, 0x8000000000000000), (0, 0x7FF8000000000001)):
+        kept = checksum.snapshot(array)
+        assert checksum.first_change_since(array, kept) == -1
+        array.view(np.uint64)[flat] = bits                       # -0.0, then a NaN with another payload
+        assert checksum.first_change_since(array, kept) == flat
+
+
+def test_parallel_fingerprints_find_the_first_change_in_any_worker_range():
+    array = np.random.default_rng(3).normal(size=300_000)
+    assert array.size >= checksum.PARALLEL_THRESHOLD
+    hashes, digests = checksum.fingerprint(array, digests=True)
+    np.testing.assert_array_equal(hashes, checksum.fingerprint(array[::-1][::-1].copy())[0])
+    array[299_999] += 1.0
+    assert checksum.first_change(array, hashes, digests) == 299_999
+    array[150_001] += 1.0
+    assert checksum.first_change(array, hashes, digests) == 150_001
 
 
 def test_fingerprints_see_bit_changes_that_compare_equal():

@@ -69,18 +69,20 @@ def test_dense_on_a_rank_3_input_and_in_float32():
 # --- convolutions and pools ----------------------------------------------------------------------
 
 CONV2D = [dict(), dict(stride=2, padding=1), dict(padding="same"), dict(groups=2), dict(dilation=2, padding=2),
-          dict(stride=(2, 1), padding=(1, 0)), dict(layout="bhwc", stride=2, padding=1), dict(padding="valid")]
+          dict(stride=(2, 1), padding=(1, 0)), dict(layout="bhwc", stride=2, padding=1), dict(padding="valid"),
+          dict(kernel_size=(4, 2), padding="same", dilation=(1, 3))]     # even kernels: torch pads more after
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel lengths:UserWarning")
 @pytest.mark.parametrize("options", CONV2D, ids=[str(o) for o in CONV2D])
 def test_conv2d_is_torch_conv2d(options):
-    layout = options.pop("layout", "bchw")
+    options = dict(options)
+    layout, kernel = options.pop("layout", "bchw"), options.pop("kernel_size", (3, 3))
     x = R.normal(size=(2, 4, 7, 6))
-    layer = L.Conv2D(6, 3, layout=layout, **options)
+    layer = L.Conv2D(6, kernel, layout=layout, **options)
     g, ours = run(layer, x.transpose(0, 2, 3, 1).copy() if layout == "bhwc" else x)
-    groups = options.get("groups", 1)
-    assert layer.weight.shape == (6, 4 // groups, 3, 3)
-    conv = torch.nn.Conv2d(4, 6, 3, **options).double()
+    assert layer.weight.shape == (6, 4 // options.get("groups", 1)) + kernel
+    conv = torch.nn.Conv2d(4, 6, kernel, **options).double()
     copy_into(conv, g, layer, {"weight": ("weight", False), "bias": ("bias", False)})
     expected = conv(t(x))
     close(ours, expected.permute(0, 2, 3, 1) if layout == "bhwc" else expected)

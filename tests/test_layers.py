@@ -429,21 +429,18 @@ def test_dense_over_a_feature_dim_keeps_the_time_dim_and_its_lengths():
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
-def test_a_recurrent_layer_over_a_dynamic_time_dim_equals_the_unpadded_sequences(kind):
+def test_stacked_recurrent_layers_over_a_dynamic_time_dim_equal_the_unpadded_sequences(kind):
     time = gv.Dim("time")
     padded, lengths = padded_sequences()
-    g = gv.Graph("seq")
+    g, single = gv.Graph("seq"), gv.Graph("one")
     seq = g.placeholder("seq", dims=(gv.batch_dim, time, gv.Dim("feature", 3)), lengths={time: "seq_len"})
-    layer = getattr(L, kind)(4, seed=3)
-    last = layer(seq)
-    got = g.predict({"seq": padded, "seq_len": lengths}, last)
-    single = gv.Graph("one")
-    plain = single.placeholder("x", (1, None, 3))
-    twin = getattr(L, kind)(4, seed=3)
-    out = twin(plain)
-    for short in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-        np.testing.assert_array_equal(single.value(f"{twin.name}/{short}"), g.value(f"{layer.name}/{short}"))
+    model, twin = (gv.Sequential([getattr(L, kind)(4, return_sequences=True), L.Dense(4), L.GRU(2)], seed=3)
+                   for _ in range(2))
+    got = g.predict({"seq": padded, "seq_len": lengths}, model(seq))     # each layer passes the lengths on
+    out = twin(single.placeholder("x", (1, None, 3)))
+    for a, b in zip(model.variables, twin.variables):
+        np.testing.assert_array_equal(single.value(b.name), g.value(a.name))
     for row, length in enumerate(lengths):
         alone = single.predict(padded[row:row + 1, :length], out)
         np.testing.assert_allclose(got[row], alone[0], rtol=1e-12, atol=1e-14)
-    assert np.isfinite(got).all()
+    assert np.isfinite(got).all() and len(model.variables) == 10

@@ -214,6 +214,13 @@ def static_size(layer, x, axis, what):
     return size
 
 
+def flag(layer, what, value):
+    """``value`` checked to be True or False (``use_bias="no"`` would otherwise read as True)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise OpArgumentError(f"{type(layer).__name__}: {what} must be True or False, not {value!r}")
+    return bool(value)
+
+
 def positive_int(layer, what, value):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise OpArgumentError(f"{type(layer).__name__}: {what} must be an int >= 1, not {value!r}")

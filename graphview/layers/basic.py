@@ -7,7 +7,7 @@ import numpy as np
 from graphview import init as initializers
 from graphview.dims import Dim
 from graphview.errors import OpArgumentError, ShapeError
-from graphview.layers.base import Layer, float_dtype, positive_int, static_size
+from graphview.layers.base import Layer, flag, float_dtype, positive_int, static_size
 from graphview.layouts import table
 
 
@@ -58,7 +58,7 @@ class Dense(Layer):
         super().__init__(name=name, seed=seed)
         self.units = positive_int(self, "units", units)
         self.activation = activation_of(type(self).__name__, activation)
-        self.use_bias, self.axis, self.dtype = bool(use_bias), axis, dtype
+        self.use_bias, self.axis, self.dtype = flag(self, "use_bias", use_bias), axis, dtype
         self.kernel_init = initializers.get(kernel_init or initializers.fan_in_uniform())
         self.bias_init = initializers.get(bias_init or initializers.fan_in_uniform())
 

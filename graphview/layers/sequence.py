@@ -5,7 +5,7 @@ from graphview import init as initializers
 from graphview.errors import OpArgumentError
 from graphview.indexing import interval, point
 from graphview.indexing import all as every
-from graphview.layers.base import Layer, float_dtype, positive_int, static_size
+from graphview.layers.base import Layer, flag, float_dtype, positive_int, static_size
 
 RECURRENT_LAYOUTS = ("btf", "tbf")
 
@@ -19,7 +19,8 @@ class _Recurrent(Layer):
         self.units = positive_int(self, "units", units)
         if layout not in RECURRENT_LAYOUTS:
             raise OpArgumentError(f"{type(self).__name__}: layout must be 'btf' or 'tbf', not {layout!r}")
-        self.return_sequences, self.layout, self.dtype = bool(return_sequences), layout, dtype
+        self.return_sequences = flag(self, "return_sequences", return_sequences)
+        self.layout, self.dtype = layout, dtype
         self.kernel_init = initializers.get(kernel_init or initializers.fan_in_uniform())
         self.bias_init = initializers.get(bias_init or initializers.fan_in_uniform())
 
@@ -80,7 +81,8 @@ class MultiHeadAttention(Layer):
     def __init__(self, num_heads, use_bias=True, causal=False, dtype=None, *, name=None, seed=None):
         super().__init__(name=name, seed=seed)
         self.heads = positive_int(self, "num_heads", num_heads)
-        self.use_bias, self.causal, self.dtype = bool(use_bias), bool(causal), dtype
+        self.use_bias, self.causal = flag(self, "use_bias", use_bias), flag(self, "causal", causal)
+        self.dtype = dtype
 
     def build(self, query, key=None, value=None, mask=None, causal=None):
         key = query if key is None else key
@@ -105,4 +107,4 @@ class MultiHeadAttention(Layer):
         b_q, b_k, b_v, b_o = self.biases
         return query.graph.nn.multi_head_attention(
             query, key, value, self.heads, self.w_q, self.w_k, self.w_v, self.w_o, b_q, b_k, b_v, b_o,
-            mask=mask, causal=self.causal if causal is None else bool(causal))
+            mask=mask, causal=self.causal if causal is None else flag(self, "causal", causal))

@@ -5,7 +5,7 @@ import numpy as np
 
 from graphview import init as initializers
 from graphview.errors import OpArgumentError
-from graphview.layers.base import Layer, float_dtype, positive_int, static_size
+from graphview.layers.base import Layer, flag, float_dtype, positive_int, static_size
 from graphview.layers.basic import activation_of
 
 LAYOUTS = {1: ("bcw", "bwc"), 2: ("bchw", "bhwc")}
@@ -41,7 +41,7 @@ class _Conv(Layer):
         self.layout = _layout(owner, layout or LAYOUTS[self.rank][0], self.rank)
         self.options = {"stride": stride, "padding": padding, "dilation": dilation, "groups": self.groups,
                         "layout": self.layout}
-        self.use_bias, self.dtype = bool(use_bias), dtype
+        self.use_bias, self.dtype = flag(self, "use_bias", use_bias), dtype
         self.activation = activation_of(owner, activation)
         self.kernel_init = initializers.get(kernel_init or initializers.fan_in_uniform())
         self.bias_init = initializers.get(bias_init or initializers.fan_in_uniform())

@@ -97,17 +97,16 @@ class NonInplaceValidationListener(Listener):
             self._pending.check = None
             return
         definition = get_op(node.op)
-        kept = []   # [array, snapshot, positions]: an array passed at several positions is read once
+        written = definition.inplace
+        kept = {}   # id -> (array, snapshot, positions): an array passed at several positions is read once
         for position, array in enumerate(inputs):
-            if position in definition.inplace or not isinstance(array, np.ndarray) or array.size == 0:
-                continue
-            for entry in kept:
-                if entry[0] is array:
+            if isinstance(array, np.ndarray) and array.size and position not in written:
+                entry = kept.get(id(array))
+                if entry is None:
+                    kept[id(array)] = (array, checksum.snapshot(array), [position])
+                else:
                     entry[2].append(position)
-                    break
-            else:
-                kept.append([array, checksum.snapshot(array), [position]])
-        self._pending.check = (definition, kept)
+        self._pending.check = (definition, kept.values())
 
     def post_op(self, ctx, node, inputs, outputs):
         check = getattr(self._pending, "check", None)
@@ -129,7 +128,7 @@ class NonInplaceValidationListener(Listener):
             if not isinstance(output, np.ndarray) or output.size == 0:
                 continue
             for array, _, positions in kept:   # without in-place positions, every non-empty array input
-                if np.may_share_memory(output, array) and np.shares_memory(output, array):
+                if _shares_memory(output, array):
                     for position in positions:
                         self._found(Violation("aliased", node.op, node.name, position, _input_name(node, position)))
 
@@ -137,6 +136,24 @@ class NonInplaceValidationListener(Listener):
         self.violations.append(violation)
         if self.raise_errors:
             raise InplaceModificationError(str(violation))
+
+
+def _owns_distinct_memory(array, owner):
+    """True when ``array`` certainly shares no memory with ``owner``, an array owning its memory.
+
+    NumPy makes a view's ``base`` the array its memory came from, so an array whose base is None
+    and that owns its data has its own allocation, and so does a view of any owner but ``owner``.
+    Anything else (memory from a buffer, a view of such memory) is left to NumPy's test."""
+    base = array.base
+    if base is None:
+        return array.flags.owndata and array is not owner
+    return base is not owner and type(base) is np.ndarray and base.base is None and base.flags.owndata
+
+
+def _shares_memory(output, array):
+    if output.flags.owndata and _owns_distinct_memory(array, output):
+        return False        # the usual case, a fresh output, decided without NumPy's slower test
+    return np.may_share_memory(output, array) and np.shares_memory(output, array)
 
 
 def _input_name(node, position):

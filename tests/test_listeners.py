@@ -239,6 +239,29 @@ def test_outputs_aliasing_inputs_are_reported_unless_the_op_is_a_view_or_inplace
     assert len(listener.violations) == 1
 
 
+def _foreign_pair():
+    memory = bytearray(80)
+    return np.frombuffer(memory, np.float64)[2:], np.frombuffer(memory, np.float64)   # views of one buffer
+
+
+@pytest.mark.parametrize("pair", [
+    lambda: (lambda x: (x, x))(np.arange(6.0)),                                  # the input itself
+    lambda: (lambda base: (base[1:4], base))(np.arange(6.0)),                    # the input's own base
+    lambda: (lambda x: (x, x[::2]))(np.arange(6.0)),                             # a view of the input
+    lambda: (lambda base: (base[::2], base[1::2].reshape(3, 1)))(np.arange(6.0)),  # siblings, disjoint
+    _foreign_pair,                                                              # memory from a buffer
+], ids=["itself", "its base", "a view", "disjoint siblings", "a shared buffer"])
+def test_an_output_aliasing_an_input_is_found_however_the_memory_is_owned(pair):
+    x, output = pair()
+    listener = gv.NonInplaceValidationListener(raise_errors=False)
+    listener.pre_op(None, fake("neg", ("x",)), [x])
+    listener.post_op(None, fake("neg", ("x",)), [x], [output])
+    assert [v.kind for v in listener.violations] == (["aliased"] if np.shares_memory(x, output) else [])
+    listener.pre_op(None, fake("neg", ("x",)), [x])
+    listener.post_op(None, fake("neg", ("x",)), [x], [np.zeros(3)])
+    assert len(listener.violations) == int(np.shares_memory(x, output))
+
+
 def test_real_views_and_a_whole_training_step_raise_nothing():
     g = gv.Graph()
     x = g.placeholder("x", (None, 4))

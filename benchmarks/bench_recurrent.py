@@ -3,14 +3,22 @@
 An LSTM step as issue 16 sets it: float32, batch 64, 8 time steps, 8 -> 128 hidden, forward and
 backward (the gradients of the loss sum(outputs) with respect to the four weights and x). graphview
 runs ``g.calculate_gradients``; PyTorch runs ``torch.nn.LSTM`` and ``backward()``. Best of --repeat
-tries of --number steps each, graphview's and PyTorch's tries taking turns. Then the same for the GRU, and the parts of graphview's step (the forward
-kernel, backpropagation through time, the weight gradients) and what recomputing the gates in the
-backward pass, instead of storing them, would add (ADR 0020).
+tries of --number steps each, graphview's and PyTorch's tries taking turns. Then the same for the GRU,
+and the parts of graphview's step (the forward kernel, backpropagation through time with dx, the
+weight gradients) and what recomputing the gates in the backward pass, instead of storing them, would
+add (ADR 0020).
+
+"graphview alone" is graphview's step timed in a fresh process of its own (--alone). It is slower:
+each step allocates and frees arrays of a few MB (the packed result, its gradient), which glibc serves
+with fresh mmap'd pages (about 1100 page faults per step) until a larger block has been freed; PyTorch's
+first step frees such blocks, raising glibc's mmap threshold, and graphview's buffers come from the heap
+from then on (MALLOC_MMAP_THRESHOLD_=100000000 MALLOC_TRIM_THRESHOLD_=100000000 does the same).
 
 Run: OPENBLAS_NUM_THREADS=1 python benchmarks/bench_recurrent.py [--repeat N] [--number N]
 """
 import argparse
 import os
+import subprocess
 import sys
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -100,25 +108,36 @@ def parts(repeat, number):
     return [(name, f"{best_time(f, repeat, number) * 1e3:.3f}") for name, f in timed.items()]
 
 
+def alone(kind, repeat, number):
+    """graphview's step in a fresh process where PyTorch never runs (seconds), by running --alone."""
+    command = [sys.executable, os.path.abspath(__file__), "--alone", kind, "--repeat", str(repeat), "--number", str(number)]
+    return float(subprocess.run(command, check=True, capture_output=True, text=True).stdout.split()[-1])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--number", type=int, default=10)
     parser.add_argument("--no-parts", action="store_true", help="only the whole steps, not the kernels alone")
+    parser.add_argument("--alone", choices=("lstm", "gru"), help="time only graphview's step of this kind")
     args = parser.parse_args()
+    x = np.random.default_rng(0).normal(size=(BATCH, STEPS, FEATURES)).astype(np.float32)
+    if args.alone:
+        print(interleaved([graphview_step(args.alone, x)], args.repeat, args.number)[0])
+        return
     torch = optional("torch")
     if torch is not None:
         torch.set_num_threads(1)
-    x = np.random.default_rng(0).normal(size=(BATCH, STEPS, FEATURES)).astype(np.float32)
     rows = []
     for kind in ("lstm", "gru"):
         steps = [graphview_step(kind, x)] + ([torch_step(torch, kind, x)] if torch is not None else [])
         ours, theirs = (interleaved(steps, args.repeat, args.number) + [None])[:2]
         rows.append((kind, f"{ours * 1e3:.3f}", "-" if theirs is None else f"{theirs * 1e3:.3f}",
-                     "-" if theirs is None else f"{theirs / ours:.2f}x"))
+                     "-" if theirs is None else f"{theirs / ours:.2f}x", f"{alone(kind, args.repeat, args.number) * 1e3:.3f}"))
     print(f"float32, batch {BATCH}, {STEPS} steps, {FEATURES} -> {HIDDEN} hidden, forward + backward, "
           f"single-threaded, best of {args.repeat} x {args.number}")
-    print(table(rows, ("op", "graphview ms", "PyTorch eager ms", "speed-up (PyTorch / graphview)")))
+    print(table(rows, ("op", "graphview ms", "PyTorch eager ms", "speed-up (PyTorch / graphview)",
+                       "graphview alone ms")))
     if not args.no_parts:
         print()
         print(table(parts(args.repeat, args.number), ("LSTM part", "ms")))

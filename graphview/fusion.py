@@ -24,6 +24,14 @@ from graphview_kernels.launch import Elementwise, four_axis_blocks
 from graphview_kernels.threads import WORKERS, chunks, pool
 
 MAX_MEMBERS = 64          # a longer chain is cut into several kernels (compile time grows with the text)
+# LLVM inlines the scalar functions and vectorizes the loop only while the loop body stays small: past
+# about a dozen ops with a few transcendental ones it stops inlining them, and the fused loop became up
+# to 4x slower than the ops one by one (bench_gradcheck's chain on 10^6 elements). Outputs of unknown or
+# large size are therefore fused in pieces of at most COST_BUDGET, a transcendental op costing
+# HEAVY_COST and any other 1; small static outputs (where vector width does not matter) up to MAX_MEMBERS.
+COST_BUDGET, HEAVY_COST, SMALL = 24, 4, 4096
+HEAVY = {"pow_scalar", "exp_scalar", "log_scalar", "sqrt_scalar", "sin_scalar", "cos_scalar", "tanh_scalar",
+         "sigmoid_scalar", "gelu_scalar", "gelu_derivative_scalar"}
 
 # The scalar function of each element-wise kernel object, by identity.
 SCALARS = {id(value): value.name for value in vars(elementwise).values() if isinstance(value, Elementwise)}
@@ -71,20 +79,27 @@ def groups(schedule, names):
     for root in reversed(order):
         if root.name not in fusable or root.name in taken:
             continue
-        members, grew = {root.name}, True
-        while grew and len(members) < MAX_MEMBERS:      # to a fixed point: a member may unlock another
+        small = None not in root.shape and math.prod(root.shape) <= SMALL
+        budget = MAX_MEMBERS if small else COST_BUDGET
+        members, grew, spent = {root.name}, True, _cost(root, small)
+        while grew:                                     # to a fixed point: a member may unlock another
             grew = False
             for name in sorted({i for m in members for i in by_name[m].inputs} - members):
-                if (name in fusable and name not in taken and name not in requested
+                cost = _cost(by_name[name], small) if name in fusable else None
+                if (cost is not None and spent + cost <= budget and name not in taken and name not in requested
                         and by_name[name].shape == root.shape and consumers[name] <= members
-                        and not any(position[name] < w < position[root.name] for w in writes)
-                        and len(members) < MAX_MEMBERS):
+                        and not any(position[name] < w < position[root.name] for w in writes)):
                     members.add(name)
+                    spent += cost
                     grew = True
         if len(members) > 1:
             taken |= members
             found.append(Group(sorted((by_name[m] for m in members), key=lambda n: position[n.name])))
     return sorted(found, key=lambda group: position[group.root.name])
+
+
+def _cost(node, small):
+    return 1 if small or scalar_of(node) not in HEAVY else HEAVY_COST
 
 
 def runner(group, shapes, contiguous):

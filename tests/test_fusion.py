@@ -244,3 +244,22 @@ def test_the_cache_keeps_at_most_the_configured_number_of_kernels(tmp_path, monk
         g.output({"a": np.ones(3)}, [y])
     assert len(list((tmp_path / "fused").glob("gv_fused_*.py"))) == 2
     assert fused_kernels.PREFIX == "gv_fused_"
+
+
+def test_large_outputs_are_fused_in_pieces_small_enough_for_llvm_to_vectorize():
+    g = gv.Graph()
+    x = g.placeholder("x", (None,))
+    steps = [lambda v: v + 1.0, lambda v: v * 0.5, g.math.sin, lambda v: v - 0.25, g.math.tanh]
+    y = x
+    for i in range(20):
+        y = steps[i % 5](y)
+    found = fusion.groups(executor_of(g).schedule([y.name]), [y.name])
+    assert sum(len(group.members) for group in found) == 20 and len(found) >= 2
+    for group in found:
+        cost = sum(fusion.HEAVY_COST if fusion.scalar_of(m) in fusion.HEAVY else 1 for m in group.members)
+        assert cost <= fusion.COST_BUDGET
+    small = gv.Graph()
+    z = small.placeholder("z", (16,))
+    for i in range(20):
+        z = (small.math.tanh, small.math.neg)[i % 2](z)
+    assert len(fusion.groups(executor_of(small).schedule([z.name]), [z.name])) == 1

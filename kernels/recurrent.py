@@ -407,17 +407,22 @@ def _gru_cell_backward(g, p, previous, state, d, hidden):
 # --- weight gradients: products over all steps at once -----------------------------------------------
 
 @njit(**JIT)
-def _hidden_weight_gradient(gates, start, rows, h0, packed, out, column):
-    """out[:rows, column:column + H] (row stride out's width) = sum over steps and sequences of gates
-    columns [start:start + rows]^T @ h_{t-1}: h0 for step 0, the packed result's h columns after."""
-    steps, batch = packed.shape[0] - 1, packed.shape[1]
+def _operand(x, h0, packed):
+    """[x_t | h_{t-1}] for every step and sequence, (T * B, F + H): one product with the gate gradients of
+    all steps gives both weights' gradients (a product on x and one on the packed h columns took longer:
+    OpenBLAS is slow on the product with F columns alone). Rows past a length meet gate gradients of 0."""
+    steps, batch, features = x.shape
     hidden = h0.shape[1]
-    flat, states, width = gates.reshape(gates.size), packed.reshape(packed.size), gates.shape[2]
-    result = out.reshape(out.size)
-    _product(True, False, rows, hidden, batch if steps > 0 else 0, flat, start, width, h0.reshape(h0.size), 0, hidden,
-             0.0, result, column, out.shape[1])
-    _product(True, False, rows, hidden, max(steps - 1, 0) * batch, flat, batch * width + start, width, states, 0,
-             packed.shape[2], 1.0, result, column, out.shape[1])
+    result = np.empty((steps * batch, features + hidden), h0.dtype)
+    for t in range(steps):
+        for b in range(batch):
+            row, inputs = result[t * batch + b], x[t, b]
+            state = h0[b] if t == 0 else packed[t - 1, b]
+            for j in range(features):
+                row[j] = inputs[j]
+            for j in range(hidden):
+                row[features + j] = state[j]
+    return result
 
 
 @njit(**JIT)
@@ -437,26 +442,25 @@ def lstm_weight_gradients(gates, x, h0, packed, out):
     of all steps (``gates``; its row T is not read) and the packed forward result (for h_{t-1})."""
     steps, batch, features = x.shape
     hidden = h0.shape[1]
-    width, result = out.shape[1], out.reshape(out.size)
-    _product(True, False, 4 * hidden, features, steps * batch, gates.reshape(gates.size), 0, gates.shape[2],
-             x.reshape(x.size), 0, features, 0.0, result, 0, width)
-    _hidden_weight_gradient(gates, 0, 4 * hidden, h0, packed, out, features)
+    _product(True, False, 4 * hidden, features + hidden, steps * batch, gates.reshape(gates.size), 0, gates.shape[2],
+             _operand(x, h0, packed).reshape(-1), 0, features + hidden, 0.0, out.reshape(out.size), 0, out.shape[1])
     out[:, features + hidden] = _column_sums(gates, steps, 0, 4 * hidden)
 
 
 @njit(**JIT)
 def gru_weight_gradients(gates, x, h0, packed, out):
     """out = [dW_ih | dW_hh | db_ih | db_hh] (3H, F + H + 2) from gru_backward's gradients of all steps:
-    the input side (columns r, z and n of ``gates``) with x, the hidden side (r, z, W_hn h + b_hn) with
+    r and z (columns 0:2H of ``gates``) with [x | h_{t-1}], n (3H:4H) with x, W_hn h + b_hn (2H:3H) with
     h_{t-1}."""
     steps, batch, features = x.shape
     hidden = h0.shape[1]
-    width, result, flat, xs = out.shape[1], out.reshape(out.size), gates.reshape(gates.size), x.reshape(x.size)
-    _product(True, False, 2 * hidden, features, steps * batch, flat, 0, gates.shape[2], xs, 0, features, 0.0,
-             result, 0, width)
-    _product(True, False, hidden, features, steps * batch, flat, 3 * hidden, gates.shape[2], xs, 0, features, 0.0,
-             result, 2 * hidden * width, width)
-    _hidden_weight_gradient(gates, 0, 3 * hidden, h0, packed, out, features)
+    rows, width, columns = steps * batch, gates.shape[2], features + hidden
+    flat, operand, result = gates.reshape(gates.size), _operand(x, h0, packed).reshape(-1), out.reshape(out.size)
+    _product(True, False, 2 * hidden, columns, rows, flat, 0, width, operand, 0, columns, 0.0, result, 0, out.shape[1])
+    _product(True, False, hidden, features, rows, flat, 3 * hidden, width, operand, 0, columns, 0.0, result,
+             2 * hidden * out.shape[1], out.shape[1])
+    _product(True, False, hidden, hidden, rows, flat, 2 * hidden, width, operand, features, columns, 0.0, result,
+             2 * hidden * out.shape[1] + features, out.shape[1])
     sums = _column_sums(gates, steps, 0, 4 * hidden)
     out[:2 * hidden, features + hidden] = sums[:2 * hidden]
     out[2 * hidden:, features + hidden] = sums[3 * hidden:]

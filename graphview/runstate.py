@@ -19,9 +19,10 @@ TRAINING, INFERENCE = "training", "inference"
 
 
 @contextlib.contextmanager
-def training(step):
-    """Runs inside this block are training step ``step`` (an int >= 0)."""
-    token = _STATE.set((TRAINING, int(step)))
+def training(step, stream=0):
+    """Runs inside this block are training step ``step`` (an int >= 0). ``stream`` (a data-parallel
+    rank) makes dropout draw other masks in the same step; stream 0 draws what one process draws."""
+    token = _STATE.set((TRAINING, int(step), int(stream)))
     try:
         yield
     finally:
@@ -31,7 +32,7 @@ def training(step):
 @contextlib.contextmanager
 def inference():
     """Runs inside this block are inference: dropout is the identity."""
-    token = _STATE.set((INFERENCE, None))
+    token = _STATE.set((INFERENCE, None, 0))
     try:
         yield
     finally:
@@ -39,5 +40,5 @@ def inference():
 
 
 def current():
-    """``None``, ``("training", step)`` or ``("inference", None)``."""
+    """``None``, ``("training", step, stream)`` or ``("inference", None, 0)``."""
     return _STATE.get()

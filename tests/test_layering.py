@@ -26,7 +26,8 @@ LAYERS = {
     5: ["graphview.gradients.*"],
     6: ["graphview.graph", "graphview.training.*", "graphview.finite_differences", "graphview.localize",
         "graphview.gradcheck", "graphview.opsuite", "graphview.rearrange", "graphview.layouts.views",
-        "graphview.data.*", "graphview.layers.*", "graphview.model_summary"],
+        "graphview.data.*", "graphview.layers.*", "graphview.model_summary",
+        "graphview.distributed.*"],
     7: ["graphview", "graphview.__main__", "graphview.cli", "graphview.cli_report", "graphview.cli_progress",
         "graphview.targets", "graphview.dot", "graphview.adr.*"],
 }

@@ -9,8 +9,9 @@ from graphview.data.batching import Batch, BucketByLength, collate
 from graphview.data.dataset import ArrayDataSet, IterableDataSet
 from graphview.data.pipeline import Chained, DataSet, TransformedDataSet, Transformer
 from graphview.data.sample import DataError, MiniBatch, Sample
+from graphview.data.sharding import Shard
 from graphview.data.transformers import Filter, Map, Normalize, OneHot, Shuffle
 
 __all__ = ["Sample", "MiniBatch", "DataError", "DataSet", "ArrayDataSet", "IterableDataSet", "TransformedDataSet",
            "Transformer", "Chained", "Shuffle", "Map", "Filter", "Normalize", "OneHot", "Batch", "BucketByLength",
-           "collate"]
+           "collate", "Shard"]

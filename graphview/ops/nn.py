@@ -186,6 +186,7 @@ def _masked_over_axes(op, x, axes, name):
 
 
 _STEP_MIX = 0x9E3779B97F4A7C15   # odd 64-bit constant: distinct steps give unrelated seeds
+_STREAM_MIX = 0xD1B54A32D192ED03  # another, for the data-parallel rank (stream 0 adds nothing)
 
 
 def _dropout_kernel(x, out, rate=0.5, seed=0):
@@ -194,7 +195,7 @@ def _dropout_kernel(x, out, rate=0.5, seed=0):
         copy_kernel(x, out)
         return
     if state is not None:
-        seed = (seed + (state[1] + 1) * _STEP_MIX) % 2**64
+        seed = (seed + (state[1] + 1) * _STEP_MIX + state[2] * _STREAM_MIX) % 2**64
     random_kernels.dropout(contiguous(x), out, np.uint64(seed), rate)
 
 

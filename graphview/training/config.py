@@ -3,6 +3,7 @@ import numpy as np
 
 from graphview import dtypes
 from graphview.data.sample import MiniBatch
+from graphview.distributed.parallel import DataParallel
 from graphview.errors import DTypeError, GraphviewError, PlaceholderError
 from graphview.training.updaters import Updater
 from graphview.variable import Kind
@@ -31,10 +32,12 @@ class TrainingConfig:
     call, for the duration of fit (needs threadpoolctl); None (the default)
     leaves the BLAS library's own setting. One thread is much faster for small
     models on small or busy machines (README, "Speed").
+    ``data_parallel`` (a ``gv.distributed.DataParallel``) trains on every rank of an MPI world at once,
+    each on its share of every batch (ADR 0025).
     """
 
     def __init__(self, updater, feature_mapping, label_mapping=(), trainable=None, prediction=None,
-                 terminate_on_nan=True, blas_threads=None):
+                 terminate_on_nan=True, blas_threads=None, data_parallel=None):
         if not isinstance(updater, Updater):
             raise GraphviewError(f"TrainingConfig: updater must be gv.SGD, gv.Adam, gv.AdamW or gv.RMSProp, "
                                  f"not {type(updater).__name__}")
@@ -50,6 +53,10 @@ class TrainingConfig:
                                          or isinstance(blas_threads, bool) or blas_threads < 1):
             raise GraphviewError(f"TrainingConfig: blas_threads must be None or an int >= 1, not {blas_threads!r}")
         self.blas_threads = blas_threads
+        if data_parallel is not None and not isinstance(data_parallel, DataParallel):
+            raise GraphviewError(f"TrainingConfig: data_parallel must be a gv.distributed.DataParallel, not "
+                                 f"{type(data_parallel).__name__}")
+        self.data_parallel = data_parallel
 
     def trainable_names(self, graph):
         """The variables fit updates, checked against the graph."""

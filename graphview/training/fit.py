@@ -44,6 +44,11 @@ def fit(graph, dataset, epochs, config, listeners=None, validation=None, progres
     history = History()
     ctx = TrainingContext(graph, config, history)
     listeners = list(listeners or ())
+    parallel = config.data_parallel
+    if parallel is not None:
+        parallel.start(graph, wrt)
+        if parallel.rank != 0:              # listeners and progress bars run on rank 0 only
+            listeners, progress = [], False
     if progress or (progress is None and ProgressBar.wanted() and ProgressBar.available()):
         listeners.append(ProgressBar.checked())
     hooks = {hook: [getattr(l, hook) for l in listeners if _overrides(l, hook)] for hook in HOOKS}
@@ -79,14 +84,17 @@ def _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks
             ctx.batch = batch
             for hook in hooks["iteration_start"]:
                 hook(ctx)
-            feeds = config.feeds(graph, batch)
-            if validation is not None:
-                validation.check()
-            loss, gradients = step(feeds, op_listeners, step=updater.iteration, commit_state=False)
-            if config.terminate_on_nan and not math.isfinite(loss):
-                raise _non_finite(loss, updater.iteration + 1, epoch, len(losses) + 1)
-            step.commit_state()
-            updater.step(graph, gradients)
+            if config.data_parallel is None:
+                feeds = config.feeds(graph, batch)
+                if validation is not None:
+                    validation.check()
+                loss, gradients = step(feeds, op_listeners, step=updater.iteration, commit_state=False)
+                if config.terminate_on_nan and not math.isfinite(loss):
+                    raise _non_finite(loss, updater.iteration + 1, epoch, len(losses) + 1)
+                step.commit_state()
+                updater.step(graph, gradients)
+            else:
+                loss = _parallel_step(graph, batch, config, validation, step, op_listeners, epoch, len(losses))
             size = batch.size
             total += loss * size
             count += size
@@ -112,6 +120,28 @@ def _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks
             history.stopped_early = True
             break
     return history
+
+
+def _parallel_step(graph, batch, config, validation, step, op_listeners, epoch, batches_done):
+    """One data-parallel step (ADR 0025): this rank's share of ``batch``, the ranks' gradients combined
+    into the whole batch's, one update everywhere; returns the whole batch's loss."""
+    parallel, updater = config.data_parallel, config.updater
+    local, rows, total = parallel.shard(batch)
+    if validation is not None:
+        validation.check()
+    if rows:
+        loss, gradients = step(config.feeds(graph, local), op_listeners, step=updater.iteration,
+                               commit_state=False, stream=parallel.rank)
+    else:                                   # fewer rows than ranks: this rank adds nothing to the step
+        loss, gradients = 0.0, {}
+    loss = parallel.global_loss(loss, rows, total)
+    if config.terminate_on_nan and not math.isfinite(loss):
+        raise _non_finite(loss, updater.iteration + 1, epoch, batches_done + 1)
+    if step.state:
+        parallel.average_state(graph, [name for name, _ in step.state], step.new_state, rows, total)
+        step.commit_state()
+    parallel.update(updater, graph, gradients, parallel.weight(rows, total))
+    return loss
 
 
 def _non_finite(loss, iteration, epoch, batch):

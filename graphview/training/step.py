@@ -43,7 +43,7 @@ class GradientStep:
         self.calls = 0
         self.new_state = {}
 
-    def __call__(self, placeholders, listeners=(), step=None, commit_state=True):
+    def __call__(self, placeholders, listeners=(), step=None, commit_state=True, stream=0):
         """``step`` numbers the training step (dropout draws a new mask per step); by default this
         object counts its own calls. The state updates' new values are written into the variables at
         once, or with ``commit_state=False`` kept in ``new_state`` until :meth:`commit_state` (fit
@@ -52,7 +52,7 @@ class GradientStep:
         watching = list(self.forward.listeners) + list(listeners)
         if step is None:
             step, self.calls = self.calls, self.calls + 1
-        with runstate.training(step):
+        with runstate.training(step, stream):
             values = self.executor.run(feeds, self.outputs, watching, mode="training")
         loss = 0.0
         for name in self.losses:

@@ -45,8 +45,7 @@ class Updater:
     def step(self, graph, gradients):
         """Apply one update to each named VARIABLE of ``graph`` from its gradient, in place; a variable
         made with ``trainable=False`` is skipped (its gradient is ignored)."""
-        rate = self.learning_rate
-        self.iteration += 1
+        rate = self.begin_step()
         for name, grad in gradients.items():
             if name in graph.non_trainable:
                 continue
@@ -56,6 +55,23 @@ class Updater:
             if state is None or state[0].shape != (param.size,):
                 state = self.state[name] = self._new_state(param)
             self._update(param.reshape(-1), flat_grad, state, rate)
+
+    def begin_step(self):
+        """Count one optimisation step and return its learning rate (what :meth:`step` does first; a
+        sharded data-parallel update calls it, then :meth:`update_slice` on its chunks)."""
+        rate = self.learning_rate
+        self.iteration += 1
+        return rate
+
+    def new_state(self, size, dtype):
+        """Zeroed state for ``size`` parameter values of ``dtype`` (a chunk's, for :meth:`update_slice`)."""
+        return self._new_state(np.empty(size, dtype))
+
+    def update_slice(self, param, grad, state, rate):
+        """Update flat, C-contiguous ``param`` (a chunk of the parameters) from ``grad`` with its own
+        ``state`` (from :meth:`new_state`), at learning rate ``rate``: element-wise, so the chunks of a
+        parameter updated apart equal it updated whole."""
+        self._update(param, grad, state, rate)
 
     def _new_state(self, param):
         return tuple(np.zeros(param.size, param.dtype) for _ in self.state_names)

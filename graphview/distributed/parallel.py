@@ -1,0 +1,230 @@
+"""Synchronous data-parallel training (seed 004, BigDL; ADR 0025).
+
+``TrainingConfig(..., data_parallel=gv.distributed.DataParallel(world))`` makes ``g.fit`` train on every
+rank at once: each rank reads the same global batches, keeps its contiguous share of the rows, computes
+the loss and gradients of its share, and the ranks combine them so that every step is the step one
+process would take on the whole batch:
+
+* the local gradients (of a per-example mean loss) are weighted by the share's fraction of the batch,
+  packed into one contiguous buffer per dtype and summed in place with one all-reduce: the global mean,
+  exact for uneven shares;
+* with ``sharded_update=True`` (BigDL's parameter sharding) the buffer is reduce-scattered instead: each
+  rank updates only its chunk of the parameters, keeping updater state (momentum, Adam's moments) for
+  that chunk alone, 1/N of the memory, and the updated chunks are all-gathered into every rank's
+  parameters;
+* state that training steps update (batch norm's running statistics) is averaged over the ranks;
+* the variables are broadcast from rank 0 when training starts, so every rank starts, and stays, equal;
+  ``check_weights=True`` compares a hash of every rank's variables after each step and fails loudly.
+"""
+import hashlib
+
+import numpy as np
+
+from graphview.data.sharding import shard_batch, shard_rows
+from graphview.distributed.comm import DistributedError, init
+from graphview.errors import GraphviewError
+from graphview.variable import Kind
+
+
+class DataParallel:
+    """How ``fit`` trains across the ranks of ``world`` (default: ``gv.distributed.init()``).
+
+    ``loss_reduction`` says what the loss is over a batch: "mean" (the default; the losses of graphview
+    average over the batch) weights each rank's gradients by its share of the rows, "sum" adds them.
+    ``timeout`` (seconds) bounds every collective (default: the world's, 300)."""
+
+    def __init__(self, world=None, sharded_update=False, timeout=None, check_weights=False, loss_reduction="mean"):
+        self.world = world if world is not None else init()
+        if not hasattr(self.world, "allreduce_"):
+            raise DistributedError(f"DataParallel: expected a world from gv.distributed.init(), got {world!r}")
+        if timeout is not None:
+            self.world.timeout = timeout if isinstance(timeout, (int, float)) and timeout > 0 else _bad(timeout)
+        for label, flag in (("sharded_update", sharded_update), ("check_weights", check_weights)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise DistributedError(f"DataParallel: {label} must be True or False, not {flag!r}")
+        if loss_reduction not in ("mean", "sum"):
+            raise DistributedError(f"DataParallel: loss_reduction must be 'mean' or 'sum', not {loss_reduction!r}")
+        self.sharded_update, self.check_weights = bool(sharded_update), bool(check_weights)
+        self.loss_reduction = loss_reduction
+        self.layout = None
+        self.chunk_state = {}
+
+    @property
+    def rank(self):
+        return self.world.rank
+
+    @property
+    def size(self):
+        return self.world.size
+
+    # --- start -------------------------------------------------------------------------------------
+
+    def start(self, graph, names):
+        """Broadcast every VARIABLE from rank 0 and lay out the gradient buffers of ``names``."""
+        for node in graph.nodes():
+            if node.kind is Kind.VARIABLE:
+                self.world.broadcast_(graph.stored(node.name))
+        self.layout = Layout(graph, [n for n in names if graph.is_trainable(n)], self.size)
+        self.layout.place(self.rank)
+        self.chunk_state = {}
+
+    # --- per step ----------------------------------------------------------------------------------
+
+    def shard(self, batch):
+        """``(local batch, local rows, global rows)`` of a global MiniBatch."""
+        return shard_batch(batch, self.rank, self.size), _rows(batch.size, self.rank, self.size), batch.size
+
+    def weight(self, local, total):
+        """The factor of this rank's gradients in the global step."""
+        return local / total if self.loss_reduction == "mean" else 1.0
+
+    def global_loss(self, loss, local, total):
+        """The whole batch's loss from each rank's loss of its share."""
+        if self.loss_reduction == "sum":
+            return self.world.sum(loss)
+        return self.world.sum(loss * local) / total
+
+    def average_state(self, graph, names, new_state, rows, total):
+        """The state updates (batch norm's running statistics, computed from each rank's share) averaged
+        over the ranks, weighted by their rows; every rank calls it, one without rows adds nothing."""
+        for name in names:
+            stored = graph.stored(name)
+            buffer = np.zeros(stored.size, np.float64)
+            if rows:
+                buffer[...] = np.asarray(new_state[name], np.float64).reshape(-1) * rows
+            self.world.allreduce_(buffer)
+            new_state[name] = (buffer / total).astype(stored.dtype).reshape(stored.shape)
+        return new_state
+
+    def update(self, updater, graph, gradients, weight):
+        """Combine the ranks' gradients (each weighted by ``weight``) and apply one update everywhere."""
+        layout = self.layout
+        for bucket in layout.buckets.values():
+            bucket.pack(gradients, weight)
+        if not self.sharded_update:
+            for bucket in layout.buckets.values():
+                self.world.allreduce_(bucket.buffer)
+            updater.step(graph, {name: layout.gradient(name) for name in layout.names})
+        else:
+            rate = updater.begin_step()
+            for bucket in layout.buckets.values():
+                self.world.reduce_scatter_(bucket.buffer, bucket.chunk, bucket.counts)
+                self._update_chunk(updater, graph, bucket, rate)
+                self.world.allgather_(bucket.own_values(graph), bucket.buffer, bucket.counts)
+                bucket.unpack_values(graph)
+        if self.check_weights:
+            self.verify(graph, updater.iteration)
+
+    def _update_chunk(self, updater, graph, bucket, rate):
+        for name, param_slice, chunk_slice in bucket.owned():
+            key = (name, param_slice.start)
+            state = self.chunk_state.get(key)
+            if state is None:
+                state = self.chunk_state[key] = updater.new_state(param_slice.stop - param_slice.start,
+                                                                  bucket.dtype)
+            flat = graph.stored(name).reshape(-1)
+            updater.update_slice(flat[param_slice], bucket.chunk[chunk_slice], state, rate)
+
+    def state_bytes(self):
+        """Bytes of updater state this rank holds in the sharded update (0 before the first step)."""
+        return sum(array.nbytes for arrays in self.chunk_state.values() for array in arrays)
+
+    def verify(self, graph, step):
+        """Fail loudly unless every rank holds bitwise the same variables."""
+        digest = hashlib.sha256()
+        for node in graph.nodes():
+            if node.kind is Kind.VARIABLE:
+                digest.update(node.name.encode())
+                digest.update(np.ascontiguousarray(graph.stored(node.name)).tobytes())
+        hashes = self.world.allgather_object(digest.hexdigest()[:16])
+        if len(set(hashes)) > 1:
+            raise DistributedError(f"data-parallel step {step}: the ranks' variables differ (hashes by rank: "
+                                   f"{', '.join(f'{r}: {h}' for r, h in enumerate(hashes))})")
+
+    def __repr__(self):
+        mode = "sharded update" if self.sharded_update else "all-reduce"
+        return f"DataParallel({self.world!r}, {mode})"
+
+
+def _bad(timeout):
+    raise DistributedError(f"DataParallel: timeout must be a number of seconds > 0, not {timeout!r}")
+
+
+def _rows(count, rank, size):
+    start, stop = shard_rows(count, rank, size)
+    return stop - start
+
+
+class Bucket:
+    """The gradients (then the parameters) of one dtype, packed in one contiguous buffer, and this
+    rank's chunk of it for the sharded update."""
+
+    def __init__(self, dtype, entries, size):
+        self.dtype = dtype
+        self.entries = entries              # (name, offset, count)
+        total = sum(count for _, _, count in entries)
+        self.buffer = np.zeros(total, dtype)
+        self.counts = [b - a for a, b in (shard_rows(total, r, size) for r in range(size))]
+        self.start, self.stop, self.chunk = 0, 0, None
+
+    def place(self, rank):
+        """Make this rank's chunk: its share of the buffer, as the reduce-scatter gives it."""
+        self.start, self.stop = shard_rows(self.buffer.size, rank, len(self.counts))
+        self.chunk = np.zeros(self.stop - self.start, self.dtype)
+
+    def pack(self, gradients, weight):
+        for name, offset, count in self.entries:
+            target = self.buffer[offset:offset + count]
+            if name in gradients:
+                np.multiply(np.asarray(gradients[name], self.dtype).reshape(-1), weight, out=target)
+            else:
+                target[...] = 0
+
+    def owned(self):
+        """``(name, slice of the parameter, slice of the chunk)`` for each parameter overlapping this
+        rank's chunk."""
+        for name, offset, count in self.entries:
+            lo, hi = max(offset, self.start), min(offset + count, self.stop)
+            if lo < hi:
+                yield name, slice(lo - offset, hi - offset), slice(lo - self.start, hi - self.start)
+
+    def own_values(self, graph):
+        values = np.empty(self.stop - self.start, self.dtype)
+        for name, param_slice, chunk_slice in self.owned():
+            values[chunk_slice] = graph.stored(name).reshape(-1)[param_slice]
+        return values
+
+    def unpack_values(self, graph):
+        for name, offset, count in self.entries:
+            graph.stored(name).reshape(-1)[...] = self.buffer[offset:offset + count]
+
+
+class Layout:
+    """The trainable variables' places in one bucket per dtype."""
+
+    def __init__(self, graph, names, size):
+        self.names = names
+        grouped = {}
+        for name in names:
+            array = graph.stored(name)
+            if array.dtype not in (np.float32, np.float64):
+                raise GraphviewError(f"DataParallel: {name!r} has dtype {array.dtype.name}; only float32 and "
+                                     "float64 variables are trained")
+            grouped.setdefault(array.dtype, []).append((name, array.size))
+        self.buckets, self.where = {}, {}
+        for dtype, items in grouped.items():
+            entries, offset = [], 0
+            for name, count in items:
+                entries.append((name, offset, count))
+                self.where[name] = (dtype, offset, count, graph.stored(name).shape)
+                offset += count
+            self.buckets[dtype] = Bucket(dtype, entries, size)
+        self.shapes = {name: graph.stored(name).shape for name in names}
+
+    def place(self, rank):
+        for bucket in self.buckets.values():
+            bucket.place(rank)
+
+    def gradient(self, name):
+        dtype, offset, count, shape = self.where[name]
+        return self.buckets[dtype].buffer[offset:offset + count].reshape(shape)

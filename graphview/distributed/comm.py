@@ -9,6 +9,7 @@ which collective and which rank waited. In a world of several processes an excep
 top of the program on any rank prints that rank's traceback and aborts every rank (``MPI_Abort``), so
 a failure never leaves the others hanging.
 """
+import os
 import pickle
 import sys
 import threading
@@ -157,6 +158,21 @@ def _unpickled(data):
 
 _world = None
 _lock = threading.Lock()
+
+# What MPI launchers put in each process's environment: MPICH's and Intel MPI's (and srun --mpi=pmi2's) PMI,
+# Open MPI's, MVAPICH's, and PMIx's (srun --mpi=pmix), whose size is not in the environment.
+_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+_RANK_VARIABLES = ("PMIX_RANK",)
+
+
+def launched():
+    """True when an MPI launcher (``mpiexec``, ``mpirun``, ``srun``) started this process among several, as
+    its environment says; read without importing mpi4py, so a plain run never initialises MPI."""
+    for name in _SIZE_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 1:
+            return True
+    return any(name in os.environ for name in _RANK_VARIABLES)
 
 
 def init(timeout=DEFAULT_TIMEOUT, abort_on_error=True):

@@ -102,14 +102,14 @@ class Graph(core.GraphCore):
         """Train the variables on a data set of batches; returns a History. See graphview.training.fit."""
         return fit(self, dataset, epochs, config, listeners, validation, progress, resume_from)
 
-    def evaluate(self, dataset, output, label, feature_mapping=None, classes=None):
+    def evaluate(self, dataset, output, label, feature_mapping=None, classes=None, distributed=True):
         """Accuracy, per-class precision/recall and a confusion matrix of ``output`` against ``label``."""
-        return evaluate(self, dataset, output, label, feature_mapping, classes)
+        return evaluate(self, dataset, output, label, feature_mapping, classes, distributed)
 
-    def predict(self, data, output, batch_size=256, feature_mapping=None):
+    def predict(self, data, output, batch_size=256, feature_mapping=None, distributed=True):
         """``output`` over all of ``data`` (an array, a dict of arrays by placeholder name, or a data set) in
         batches and in inference mode, as one array; see graphview.training.predict."""
-        return predict(self, data, output, batch_size, feature_mapping)
+        return predict(self, data, output, batch_size, feature_mapping, distributed)
 
     def summary(self, params=False):
         """A table of every variable: name, kind, op, shape, dtype and inputs; a VARIABLE made with

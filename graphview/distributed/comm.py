@@ -191,6 +191,13 @@ def init(timeout=DEFAULT_TIMEOUT, abort_on_error=True):
         return _world
 
 
+def current():
+    """The world :func:`init` made, when it has more than one process; else None. ``g.evaluate`` and
+    ``g.predict`` read it to share their work among the ranks."""
+    world = _world
+    return world if world is not None and world.size > 1 else None
+
+
 def _make_world(timeout):
     try:
         from mpi4py import MPI  # an optional dependency (the distributed extra)

@@ -59,14 +59,47 @@ class DataParallel:
 
     # --- start -------------------------------------------------------------------------------------
 
-    def start(self, graph, names):
-        """Broadcast every VARIABLE from rank 0 and lay out the gradient buffers of ``names``."""
+    def start(self, graph, names, updater):
+        """Broadcast every VARIABLE from rank 0, lay out the gradient buffers of ``names``, and with the
+        sharded update take this rank's chunk of any updater state already there (a resumed run)."""
         for node in graph.nodes():
             if node.kind is Kind.VARIABLE:
                 self.world.broadcast_(graph.stored(node.name))
         self.layout = Layout(graph, [n for n in names if graph.is_trainable(n)], self.size)
         self.layout.place(self.rank)
         self.chunk_state = {}
+        if self.sharded_update and updater.state:
+            self.scatter_state(updater)
+
+    def scatter_state(self, updater):
+        """Keep this rank's chunk of the updater's whole state (as a checkpoint restores it) and drop the
+        rest: 1/N of the memory from here on."""
+        for bucket in self.layout.buckets.values():
+            for name, param_slice, _ in bucket.owned():
+                whole = updater.state.get(name)
+                if whole is not None:
+                    self.chunk_state[(name, param_slice.start)] = tuple(
+                        np.array(array.reshape(-1)[param_slice] if array.size else array, copy=True)
+                        for array in whole)
+        updater.state = {}
+
+    def gather_state(self, updater):
+        """Every rank's chunks of the updater state, gathered into ``updater.state`` whole on every rank
+        (what a checkpoint saves); :meth:`scatter_state` gives the memory back."""
+        labels = len(updater.state_names)
+        if not labels:                      # plain SGD keeps no state
+            return
+        for bucket in self.layout.buckets.values():
+            whole = [np.zeros(bucket.buffer.size, bucket.dtype) for _ in range(labels)]
+            for label in range(labels):
+                own = np.zeros(bucket.stop - bucket.start, bucket.dtype)
+                for name, param_slice, chunk_slice in bucket.owned():
+                    state = self.chunk_state.get((name, param_slice.start))
+                    if state is not None and state[label].size:
+                        own[chunk_slice] = state[label]
+                self.world.allgather_(own, whole[label], bucket.counts)
+            for name, offset, count in bucket.entries:
+                updater.state[name] = tuple(array[offset:offset + count].copy() for array in whole)
 
     # --- per step ----------------------------------------------------------------------------------
 
@@ -124,6 +157,10 @@ class DataParallel:
                                                                   bucket.dtype)
             flat = graph.stored(name).reshape(-1)
             updater.update_slice(flat[param_slice], bucket.chunk[chunk_slice], state, rate)
+
+    def agree(self, flag):
+        """True on every rank when ``flag`` is true on any (rank 0's listeners stopping training)."""
+        return bool(flag) if self.size == 1 else self.world.sum(1.0 if flag else 0.0) > 0
 
     def state_bytes(self):
         """Bytes of updater state this rank holds in the sharded update (0 before the first step)."""

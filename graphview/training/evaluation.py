@@ -2,6 +2,8 @@
 import numpy as np
 
 from graphview import runstate
+from graphview.data.sharding import shard_batch
+from graphview.distributed import comm
 from graphview.data.dataset import DataSet
 from graphview.data.sample import MiniBatch
 from graphview.errors import GraphviewError, PlaceholderError
@@ -100,6 +102,13 @@ class ConfusionCounter:
     def __init__(self, classes=None):
         self.matrix = np.zeros((classes or 0, classes or 0), np.int64)
 
+    def merge(self, world):
+        """Sum the ranks' matrices (grown to the largest first), in place, on every rank."""
+        size = max(world.allgather_object(self.matrix.shape[0]))
+        grown = np.zeros((size, size), np.int64)
+        grown[:self.matrix.shape[0], :self.matrix.shape[0]] = self.matrix
+        self.matrix = world.allreduce_(grown)
+
     def add(self, labels, scores):
         labels = np.asarray(labels).reshape(-1)
         if not np.issubdtype(labels.dtype, np.integer):
@@ -131,8 +140,13 @@ def evaluation_feeds(graph, batch, feature_mapping=None):
             if name in graph and graph.node(name).kind is Kind.PLACEHOLDER}
 
 
-def evaluate(graph, dataset, output, label, feature_mapping=None, classes=None):
-    """Run ``output`` over every batch of ``dataset`` and compare its argmax with the batch's ``label`` field."""
+def evaluate(graph, dataset, output, label, feature_mapping=None, classes=None, distributed=True):
+    """Run ``output`` over every batch of ``dataset`` and compare its argmax with the batch's ``label`` field.
+
+    Under an MPI world of several processes every rank must call it: each evaluates its share of every
+    batch and the confusion matrices are summed, so every rank returns the whole data set's figures
+    (``distributed=False``: all of it on the calling rank)."""
+    world = comm.current() if distributed else None
     if not isinstance(dataset, DataSet):
         raise GraphviewError(f"evaluate: expected a gv.data data set, not {type(dataset).__name__}")
     output = getattr(output, "name", output)
@@ -141,9 +155,15 @@ def evaluate(graph, dataset, output, label, feature_mapping=None, classes=None):
     for batch in dataset.iterate(0):
         if label not in batch:
             raise PlaceholderError(f"evaluate: the batch has no label field {label!r}; it has {', '.join(batch)}")
+        if world is not None:
+            batch = shard_batch(batch, world.rank, world.size)
+            if not batch.size:
+                continue
         with runstate.inference():
             scores = graph.output(evaluation_feeds(graph, batch, feature_mapping), [output])[output]
         counter.add(batch[label], scores)
+    if world is not None:
+        counter.merge(world)
     if counter.matrix.sum() == 0:
         raise GraphviewError("evaluate: the data set is empty")
     return Evaluation(counter.matrix)

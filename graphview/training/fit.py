@@ -46,7 +46,7 @@ def fit(graph, dataset, epochs, config, listeners=None, validation=None, progres
     listeners = list(listeners or ())
     parallel = config.data_parallel
     if parallel is not None:
-        parallel.start(graph, wrt)
+        parallel.start(graph, wrt, updater)
         if parallel.rank != 0:              # listeners and progress bars run on rank 0 only
             listeners, progress = [], False
     if progress or (progress is None and ProgressBar.wanted() and ProgressBar.available()):
@@ -102,6 +102,8 @@ def _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks
             ctx.iteration, ctx.loss = updater.iteration, loss
             for hook in hooks["iteration_end"]:
                 hook(ctx, loss)
+            if config.data_parallel is not None:
+                ctx.stop_training = config.data_parallel.agree(ctx.stop_training)
             if ctx.stop_training:
                 break
         if count == 0:
@@ -114,8 +116,15 @@ def _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks
         if ctx.validation is not None:
             history.validation.append(ctx.validation)
         updater.epochs_done = epoch + 1
+        parallel = config.data_parallel
+        if parallel is not None and parallel.sharded_update:
+            parallel.gather_state(updater)      # whole, for a checkpoint written at the epoch's end
         for hook in hooks["epoch_end"]:
             hook(ctx, losses)
+        if parallel is not None:
+            if parallel.sharded_update:
+                parallel.scatter_state(updater)
+            ctx.stop_training = parallel.agree(ctx.stop_training)
         if ctx.stop_training:
             history.stopped_early = True
             break

@@ -11,6 +11,8 @@ import numpy as np
 
 from graphview import runstate
 from graphview.data.dataset import DataSet
+from graphview.data.sharding import shard_batch, shard_rows
+from graphview.distributed import comm
 from graphview.errors import DTypeError, GraphviewError, PlaceholderError
 from graphview.layouts.table import dynamic_axes
 from graphview.shapes import format_shape
@@ -19,14 +21,18 @@ from graphview.training.evaluation import evaluation_feeds
 from graphview.variable import Kind
 
 
-def predict(graph, data, output, batch_size=256, feature_mapping=None):
+def predict(graph, data, output, batch_size=256, feature_mapping=None, distributed=True):
     """``output`` (a Variable or a node name) over every example of ``data``, as one array.
 
     ``data`` is an array, a dict ``{placeholder name: array}`` or a gv.data data set of MiniBatches;
     arrays are cut into slices of ``batch_size`` rows (a data set gives its own batches, and its
     fields reach the placeholders as in ``g.evaluate``, ``feature_mapping`` included). Runs in
     inference mode whatever the caller's state. The output must have a batch axis first: a scalar
-    such as the loss is refused (use ``g.output`` or ``g.evaluate`` for those)."""
+    such as the loss is refused (use ``g.output`` or ``g.evaluate`` for those).
+
+    Under an MPI world of several processes (``gv.distributed.init()``), every rank must call predict:
+    each computes its share of the rows (of each batch, for a data set) and every rank returns the
+    whole result, in order (ADR 0025). ``distributed=False`` computes everything on the calling rank."""
     output = graph.name_of(output)
     node = graph.node(output)
     if not node.shape:
@@ -39,19 +45,43 @@ def predict(graph, data, output, batch_size=256, feature_mapping=None):
     if not needed:
         raise PlaceholderError(f"predict: output {output!r} depends on no placeholder, so it has no examples "
                                "to compute; read it with g.output({}, [name])")
+    world = comm.current() if distributed else None
     if isinstance(data, DataSet):
-        batches, total = dataset_batches(graph, data, needed, feature_mapping), None
+        batches, total = dataset_batches(graph, data, needed, feature_mapping, world), None
     else:
         if feature_mapping is not None:
             raise GraphviewError("predict: feature_mapping applies to a data set; for arrays pass a dict "
                                  "{placeholder name: array}")
         arrays = named_arrays(graph, data, needed, output)
         total = len(next(iter(arrays.values())))
+        if world is not None:               # this rank's contiguous share; gathered in rank order below
+            start, stop = shard_rows(total, world.rank, world.size)
+            arrays = {name: array[start:stop] for name, array in arrays.items()}
+            total = stop - start
         batches = array_batches(graph, arrays, int(batch_size))
-    rows = Rows(node, total)
+    if world is None:
+        rows = Rows(node, total)
+        with runstate.inference():
+            for feeds, count in batches:
+                rows.add(graph.output(feeds, [output])[output], count)
+        return rows.result()
+    return _gathered(graph, node, output, batches, world, isinstance(data, DataSet))
+
+
+def _gathered(graph, node, output, batches, world, per_batch):
+    """Each rank's results of its shares, gathered on every rank in the original order: rank by rank
+    (contiguous shares of an array) or, for a data set, batch by batch and within a batch rank by rank."""
+    parts = []
     with runstate.inference():
         for feeds, count in batches:
-            rows.add(graph.output(feeds, [output])[output], count)
+            parts.append(graph.output(feeds, [output])[output] if count else None)
+    gathered = world.allgather_object(parts)
+    order = ([gathered[r][b] for b in range(len(parts)) for r in range(world.size)] if per_batch
+             else [part for rank_parts in gathered for part in rank_parts])
+    rows = Rows(node, None)
+    for part in order:
+        if part is not None:
+            rows.add(part, len(part))
     return rows.result()
 
 
@@ -115,9 +145,12 @@ def array_batches(graph, arrays, batch_size):
         yield feeds, min(batch_size, total - start)
 
 
-def dataset_batches(graph, dataset, needed, feature_mapping):
-    """``(feeds, rows)`` for each batch of ``dataset``, fed as g.evaluate feeds them."""
+def dataset_batches(graph, dataset, needed, feature_mapping, world=None):
+    """``(feeds, rows)`` for each batch of ``dataset`` (this rank's share of it in a ``world``), fed as
+    g.evaluate feeds them."""
     for batch in dataset.iterate(0):
+        if world is not None:
+            batch = shard_batch(batch, world.rank, world.size)
         feeds = evaluation_feeds(graph, batch, feature_mapping)
         missing = [name for name in needed if name not in feeds]
         if missing:

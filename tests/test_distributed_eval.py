@@ -1,0 +1,48 @@
+"""Data-parallel evaluate, predict and checkpoints under ``mpiexec`` (ADR 0025)."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mpi4py")
+
+SCRIPTS = pathlib.Path(__file__).parent / "distributed_scripts"
+MPIEXEC = pathlib.Path(sys.executable).parent / "mpiexec"
+pytestmark = pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to the Python (the mpich wheel)")
+
+
+def launch(ranks, script, *arguments, cwd):
+    command = ([str(MPIEXEC), "-n", str(ranks)] if ranks else []) + [sys.executable, str(SCRIPTS / script), *arguments]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=cwd,
+                          env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_predict_and_evaluate_share_the_rows_and_every_rank_gets_the_whole_result(ranks, tmp_path):
+    lines = sorted(launch(ranks, "evaluate_predict.py", cwd=tmp_path).split("\n")[:-1])
+    assert len(lines) == ranks
+    for rank, line in enumerate(lines):
+        fields = line.split()
+        assert fields[:3] == [str(rank), str(ranks), "True"]
+        assert float(fields[3]) < 1e-13 and float(fields[4]) < 1e-13      # arrays, then a data set
+        assert fields[5] == "True"         # the merged confusion matrix is the whole data set's
+        assert fields[6] == "True"         # distributed=False: one rank computes all, the same values
+
+
+@pytest.mark.parametrize("mode", ["plain", "sharded"])
+def test_a_checkpoint_of_two_ranks_resumes_on_three_as_one_process_trains(mode, tmp_path):
+    launch(0, "checkpoint_resume.py", "single", "plain", "reference", cwd=tmp_path)
+    launch(2, "checkpoint_resume.py", "first", mode, "run", cwd=tmp_path)
+    assert sorted(os.listdir(tmp_path / "run_ck")) == ["checkpoint-epoch0002.gvz", "checkpoint-epoch0002.state.npz"]
+    state = np.load(tmp_path / "run_ck" / "checkpoint-epoch0002.state.npz")
+    moments = [key for key in state.files if key.startswith("state/")]
+    assert len(moments) == 4 and all(state[key].size in (35, 21) for key in moments)   # whole, not a chunk
+    launch(3, "checkpoint_resume.py", "resume", mode, "run", cwd=tmp_path)
+    reference, resumed = np.load(tmp_path / "reference.npz"), np.load(tmp_path / "run.npz")
+    for name in reference.files:
+        np.testing.assert_allclose(resumed[name], reference[name], rtol=0, atol=1e-12)

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 from graphview import registry
+from graphview.config import config
 from graphview.errors import GraphviewError, InplaceModificationError, did_you_mean
 from graphview.gradcheck import check_op
 
@@ -100,8 +101,14 @@ def plan(definitions):
 
 
 def run_case(case, sample, options):
-    """Check one sample's gradients with ``gv.gradcheck.check_op``; the outcome goes into ``case``."""
+    """Check one sample's gradients with ``gv.gradcheck.check_op``; the outcome goes into ``case``.
+
+    The sample's graphs run unfused (``gv.config.fusion`` is restored after): a fused group computes
+    bit-identical values (ADR 0024), so no check changes, but each sample's small gradient graph would
+    generate and compile kernels of its own that nothing else uses (a fifth of a cold suite's compile time).
+    """
     start = time.perf_counter()
+    fusion, config.fusion = config.fusion, False
     try:
         case.report = check_op(case.op, sample, **options)
         if case.report is None:
@@ -113,5 +120,6 @@ def run_case(case, sample, options):
     except Exception as error:  # noqa: BLE001 - one broken op must not stop the suite; it is reported
         case.status, case.reason = "error", f"{type(error).__name__}: {error}"
     finally:
+        config.fusion = fusion
         case.seconds = time.perf_counter() - start
     return case

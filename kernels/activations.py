@@ -17,7 +17,7 @@ from numba import njit
 from numba.core import types
 from numba.extending import intrinsic, overload, register_jitable
 
-from .launch import four_axis_blocks
+from .launch import RANK, array_type, flat, four_axis_blocks, writable
 from .threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD, WORKERS, chunks, pool
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
@@ -27,27 +27,50 @@ SELU_SCALE = 1.0507009873554804934193349852946
 
 
 class Parametric:
-    """A callable ``kernel(x, out, params)``: x and out of one shape, params a sequence of floats."""
+    """A callable ``kernel(x, out, params)``: x and out of one shape, params a sequence of floats.
+
+    Each form is compiled once per (x dtype, out dtype, number of parameters), whatever the operands'
+    rank, layout and read-only flags: the flat form for 1-D views, the strided one for the 4-D views of
+    ``launch.four_axis_blocks`` (see kernels/launch.py)."""
 
     def __init__(self, name, contiguous, strided, threshold):
         self.name = name
         self.contiguous = contiguous
         self.strided = strided
         self.threshold = threshold
+        self.entries = {}
+
+    def entry(self, form, x, out, count):
+        key = (form, x.dtype, out.dtype, count)
+        entry = self.entries.get(key)
+        if entry is None:
+            rank, layout = (1, "C") if form == "flat" else (RANK, "A")
+            signature = (array_type(x.dtype, rank, layout, readonly=True),
+                         types.UniTuple(types.float64, count) if count else types.Tuple(()),
+                         array_type(out.dtype, rank, layout))
+            if form == "flat":
+                signature += (types.int64, types.int64)
+            dispatcher = self.contiguous if form == "flat" else self.strided
+            entry = self.entries[key] = dispatcher.compile(signature)
+        return entry
 
     def __call__(self, x, out, params):
         # A tuple, passed by value: the loop reads it as constants, where the elements of an array
         # might change with each store to out (no alias information) and keep the loop from vectorizing.
         params = tuple(float(value) for value in np.asarray(params, np.float64).reshape(-1))
+        writable(out)
         if not (out.flags.c_contiguous and x.flags.c_contiguous and x.shape == out.shape):
+            strided = self.entry("strided", x, out, len(params))
             for block in four_axis_blocks((x, out)):
-                self.strided(block[0], params, block[1])
+                strided(block[0], params, block[1])
             return out
         size = out.size
+        contiguous = self.entry("flat", x, out, len(params))
+        xs, zs = flat(x), flat(out)
         if size < self.threshold or WORKERS == 1:
-            self.contiguous(x, params, out, 0, size)
+            contiguous(xs, params, zs, 0, size)
         else:
-            futures = [pool().submit(self.contiguous, x, params, out, lo, hi) for lo, hi in chunks(size)]
+            futures = [pool().submit(contiguous, xs, params, zs, lo, hi) for lo, hi in chunks(size)]
             for future in futures:
                 future.result()
         return out

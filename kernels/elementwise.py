@@ -68,7 +68,7 @@ def unary(scalar, threshold=STREAMING_THRESHOLD):
                     for m in range(out.shape[3]):
                         out[i, j, k, m] = scalar(a[i, j, k, m])
 
-    return Elementwise(scalar.__name__, contiguous, strided, threshold)
+    return Elementwise(scalar.__name__, contiguous, strided, threshold, 1)
 
 
 def binary(scalar, threshold=STREAMING_THRESHOLD):
@@ -131,7 +131,7 @@ def binary(scalar, threshold=STREAMING_THRESHOLD):
                     for m in range(out.shape[3]):
                         out[i, j, k, m] = scalar(a[i, j, k, m], b[i, j, k, m])
 
-    return Elementwise(scalar.__name__, contiguous, strided, threshold)
+    return Elementwise(scalar.__name__, contiguous, strided, threshold, 2)
 
 
 def ternary(scalar, threshold=STREAMING_THRESHOLD):
@@ -169,7 +169,7 @@ def ternary(scalar, threshold=STREAMING_THRESHOLD):
                     for m in range(out.shape[3]):
                         out[i, j, k, m] = scalar(a[i, j, k, m], b[i, j, k, m], c[i, j, k, m])
 
-    return Elementwise(scalar.__name__, contiguous, strided, threshold)
+    return Elementwise(scalar.__name__, contiguous, strided, threshold, 3)
 
 
 @njit(**JIT)

@@ -11,9 +11,11 @@ tracks only the file of the function it compiles.
 """
 import numpy as np
 from numba import njit
+from numba.core import types
 from numba.extending import register_jitable
 
 from . import elementwise
+from .launch import Signatures, flat, writable
 from .threads import STREAMING_THRESHOLD, WORKERS, chunks, pool
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
@@ -49,16 +51,21 @@ class Inplace:
 
     def __init__(self, name, contiguous, strided):
         self.name, self.contiguous, self.strided = name, contiguous, strided
+        # One compiled form per (target dtype, value dtype), for 1-D views (see kernels/launch.py).
+        self.flat_form = Signatures(contiguous, 1, "C", (types.int64, types.int64), readonly=(False, True))
 
     def __call__(self, target, value):
         if target.size == 0:
             return target
+        writable(target)
         if target.flags.c_contiguous and value.flags.c_contiguous and (value.size == 1 or value.shape == target.shape):
             size = target.size
+            contiguous = self.flat_form((target.dtype, value.dtype))
+            z, y = flat(target), flat(value)
             if size < STREAMING_THRESHOLD or WORKERS == 1:
-                self.contiguous(target, value, 0, size)
+                contiguous(z, y, 0, size)
             else:
-                for future in [pool().submit(self.contiguous, target, value, lo, hi) for lo, hi in chunks(size)]:
+                for future in [pool().submit(contiguous, z, y, lo, hi) for lo, hi in chunks(size)]:
                     future.result()
         else:
             self.strided(target, np.broadcast_to(value, target.shape))

@@ -3,35 +3,105 @@
 Pure Python: it decides how a compiled kernel is called (which form, in which
 chunks) and never computes an element itself; the kernels live in
 ``kernels.elementwise`` beside the scalar functions they compile.
+
+Each form is compiled once per combination of dtypes, whatever the operands'
+rank, layout and read-only flags (:class:`Signatures`): the flat form for 1-D
+C-contiguous arrays (the launcher passes ``a.reshape(-1)``, a view), the strided
+form for 4-D arrays of any layout, inputs typed read-only and the output
+writable. Every other combination of Numba array types (rank 0 to 4, 'C', 'F'
+or 'A', read-only or not) would be a specialization of its own, compiled on
+first use.
 """
 import numpy as np
+from numba import from_dtype, types
 
 from .threads import WORKERS, chunks, pool
 
 
-class Elementwise:
-    """A callable ``kernel(*inputs, out)`` choosing the contiguous or strided form."""
+def array_type(dtype, ndim, layout, readonly=False):
+    """The Numba type of an array of ``dtype`` (a NumPy dtype) with ``ndim`` axes and ``layout``."""
+    return types.Array(from_dtype(dtype), ndim, layout, readonly=readonly)
 
-    def __init__(self, name, contiguous, strided, threshold):
+
+class Signatures:
+    """``signatures(dtypes)``: the compiled entry point of ``dispatcher`` for arrays of these dtypes.
+
+    The arrays (inputs, then the output; ``arrays`` of them) have ``ndim`` axes and ``layout``; the
+    inputs are typed read-only, the output writable; ``scalars`` are the Numba types of the arguments
+    after them. One signature is compiled (or loaded from Numba's cache) per dtype combination and
+    called through its entry point, which skips Numba's per-call type dispatch. The entry point
+    trusts its arguments' rank and dtype: callers pass exactly the dtypes they looked up and arrays
+    of ``ndim`` axes.
+    """
+
+    def __init__(self, dispatcher, ndim, layout, scalars=(), readonly=None):
+        self.dispatcher = dispatcher
+        self.ndim, self.layout, self.scalars = ndim, layout, tuple(scalars)
+        self.readonly = readonly          # None: every array but the last is read-only
+        self.entries = {}
+
+    def __call__(self, dtypes):
+        entry = self.entries.get(dtypes)
+        if entry is None:
+            entry = self.entries[dtypes] = self.dispatcher.compile(self.signature(dtypes))
+        return entry
+
+    def signature(self, dtypes):
+        readonly = self.readonly if self.readonly is not None else [True] * (len(dtypes) - 1) + [False]
+        return tuple(array_type(d, self.ndim, self.layout, r) for d, r in zip(dtypes, readonly)) + self.scalars
+
+
+BOUNDS = (types.int64, types.int64)
+
+
+def writable(array):
+    """Refuse a read-only output: the entry points, typed for a writable one, would not."""
+    if not array.flags.writeable:
+        raise ValueError("a kernel cannot write its output: the array is read-only")
+
+
+def flat(array):
+    """A C-contiguous array as the 1-D view the flat kernels take."""
+    return array if array.ndim == 1 else array.reshape(-1)
+
+
+class Elementwise:
+    """A callable ``kernel(*inputs, out)`` choosing the contiguous or strided form.
+
+    ``contiguous(*inputs, out, lo, hi)`` and ``strided(*inputs, out)`` call the two forms directly
+    (C-contiguous operands of any rank, for the first; 4-D views for the second).
+    """
+
+    def __init__(self, name, contiguous, strided, threshold, arity):
         self.name = name
-        self.contiguous = contiguous
-        self.strided = strided
+        self.arity = arity
+        self.flat_form = Signatures(contiguous, 1, "C", BOUNDS)
+        self.strided_form = Signatures(strided, RANK, "A")
         # Outputs of at least this many elements are computed in chunks on threads.
         self.threshold = threshold
+        self.contiguous = _flat_caller(self.flat_form, arity)
+
+    def strided(self, *arrays):
+        self.strided_form(tuple(a.dtype for a in arrays))(*arrays)
 
     def __call__(self, *arrays):
         out = arrays[-1]
+        writable(out)
         shape = out.shape
+        dtypes = tuple(a.dtype for a in arrays)
         if not out.flags.c_contiguous or not all(fits_contiguous(a, shape) for a in arrays[:-1]):
+            strided = self.strided_form(dtypes)
             for block in four_axis_blocks(arrays):
-                self.strided(*block)
+                strided(*block)
             return out
         size = out.size
+        contiguous = self.flat_form(dtypes)
+        operands = [flat(a) for a in arrays]
         if size < self.threshold or WORKERS == 1:
-            self.contiguous(*arrays, 0, size)
+            contiguous(*operands, 0, size)
         else:
             period = min([a.size for a in arrays[:-1] if 1 < a.size < size] or [1])
-            futures = [pool().submit(self.contiguous, *arrays, lo * period, hi * period)
+            futures = [pool().submit(contiguous, *operands, lo * period, hi * period)
                        for lo, hi in chunks(size // period)]
             for future in futures:
                 future.result()
@@ -39,6 +109,26 @@ class Elementwise:
 
     def __repr__(self):
         return f"<element-wise kernel {self.name}>"
+
+
+def _flat_caller(signatures, arity):
+    """``contiguous(*inputs, out, lo, hi)`` for C-contiguous operands of any rank (one per arity:
+    the executor calls it per node, so it does no more than look up and flatten)."""
+    entries = signatures.entries
+    if arity == 1:
+        def contiguous(a, out, lo, hi):
+            entry = entries.get((a.dtype, out.dtype)) or signatures((a.dtype, out.dtype))
+            entry(flat(a), flat(out), lo, hi)
+    elif arity == 2:
+        def contiguous(a, b, out, lo, hi):
+            entry = entries.get((a.dtype, b.dtype, out.dtype)) or signatures((a.dtype, b.dtype, out.dtype))
+            entry(flat(a), flat(b), flat(out), lo, hi)
+    else:
+        def contiguous(*arrays):
+            *operands, lo, hi = arrays
+            entry = signatures(tuple(a.dtype for a in operands))
+            entry(*[flat(a) for a in operands], lo, hi)
+    return contiguous
 
 
 RANK = 4

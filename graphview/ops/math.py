@@ -3,7 +3,6 @@
 Each op is one declaration: kernel, promotion, samples and NumPy reference; its gradient
 rule is in graphview/gradients/math.py. Shapes broadcast as in NumPy (graphview.shapes.broadcast_shapes).
 """
-import inspect
 
 import numpy as np
 
@@ -32,8 +31,8 @@ BROADCAST_RULES = {1: _broadcast_unary, 2: _broadcast_binary, 3: _broadcast_tern
 
 
 def _arity(kernel):
-    """The number of inputs of an element-wise kernel (its strided loop takes them and out)."""
-    return len(inspect.signature(kernel.strided.py_func).parameters) - 1
+    """The number of inputs of an element-wise kernel."""
+    return kernel.arity
 
 
 def elementwise(name, kernel, *, reference, promote="same", accepts=dtypes.NUMERIC,

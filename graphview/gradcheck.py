@@ -408,7 +408,9 @@ def check_op(name, sample, build=None, **options):
            if isinstance(value, np.ndarray) and p not in sample.constant_inputs and dtypes.is_float(value.dtype)]
     if not wrt or not dtypes.is_float(output.dtype):
         return None
-    shape = graph.output(feeds, [output])[output.name].shape
+    # The weights need the output's shape: the shape rule's when it is static, so that the op is not run
+    # (and compiled) in the sample's dtype only to learn it; the check itself runs in a float64 copy.
+    shape = output.shape if None not in output.shape else graph.output(feeds, [output])[output.name].shape
     weights = graph.constant(f"{name}_weights", np.random.default_rng(0).uniform(0.5, 1.5, shape).astype(output.dtype))
     graph.set_loss(reduce_sum(mul(output, weights)))
     report = check_gradients(graph, feeds, wrt=wrt, **options)

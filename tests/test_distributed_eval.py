@@ -46,3 +46,12 @@ def test_a_checkpoint_of_two_ranks_resumes_on_three_as_one_process_trains(mode, 
     reference, resumed = np.load(tmp_path / "reference.npz"), np.load(tmp_path / "run.npz")
     for name in reference.files:
         np.testing.assert_allclose(resumed[name], reference[name], rtol=0, atol=1e-12)
+
+
+def test_the_digits_example_trains_data_parallel_and_reports_once(tmp_path):
+    example = pathlib.Path(__file__).parent.parent / "examples" / "train_digits.py"
+    done = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, str(example), "--data-parallel", "--epochs", "8"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("test accuracy") == 1 and "after 8 epochs on 2 ranks" in done.stdout

@@ -13,7 +13,7 @@ or 'A', read-only or not) would be a specialization of its own, compiled on
 first use.
 """
 import numpy as np
-from numba import from_dtype, types
+from numba import from_dtype, typeof, types
 
 from .threads import WORKERS, chunks, pool
 
@@ -49,6 +49,29 @@ class Signatures:
     def signature(self, dtypes):
         readonly = self.readonly if self.readonly is not None else [True] * (len(dtypes) - 1) + [False]
         return tuple(array_type(d, self.ndim, self.layout, r) for d, r in zip(dtypes, readonly)) + self.scalars
+
+
+class AnyLayout:
+    """``kernel(*args)`` for a kernel whose array arguments may have any strides: compiled once per
+    combination of dtypes, ranks and scalar types, every array typed 'A' (read-only but for the
+    positions in ``writes``), rather than once per layout ('C', 'F' or 'A') and read-only flag of
+    each array. Called through the entry point, like :class:`Signatures`."""
+
+    def __init__(self, dispatcher, writes):
+        self.dispatcher = dispatcher
+        self.writes = frozenset(writes)
+        self.entries = {}
+
+    def __call__(self, *args):
+        key = tuple((a.dtype, a.ndim) if isinstance(a, np.ndarray) else type(a) for a in args)
+        entry = self.entries.get(key)
+        if entry is None:
+            signature = tuple(array_type(a.dtype, a.ndim, "A", readonly=p not in self.writes)
+                              if isinstance(a, np.ndarray) else typeof(a) for p, a in enumerate(args))
+            entry = self.entries[key] = self.dispatcher.compile(signature)
+        for position in self.writes:
+            writable(args[position])
+        return entry(*args)
 
 
 BOUNDS = (types.int64, types.int64)

@@ -28,6 +28,7 @@ from graphview.registry import defop, graph_of, public
 from graphview.shapes import format_shape
 from graphview.testing import Sample, strided, transposed
 from graphview_kernels import pool as kernels
+from graphview_kernels.launch import AnyLayout
 
 GLOBAL_LAYOUTS = spatial.LAYOUTS[1] + spatial.LAYOUTS[2]
 
@@ -91,6 +92,15 @@ def _select_shape_rule(op, rank):
 
 # --- kernels: channels-first 4-D views ---------------------------------------------------------------
 
+# Called with channels-first views of any strides (a channels-last input permuted is not C-contiguous):
+# one compiled signature per dtype, whatever the layouts (kernels/launch.py).
+MAX_POOL = AnyLayout(kernels.max_pool, writes=(1,))
+AVG_POOL = AnyLayout(kernels.avg_pool, writes=(1,))
+MAX_POOL_GRAD = AnyLayout(kernels.max_pool_grad, writes=(2,))
+MAX_POOL_SELECT = AnyLayout(kernels.max_pool_select, writes=(2,))
+AVG_POOL_GRAD = AnyLayout(kernels.avg_pool_grad, writes=(1,))
+
+
 def _bchw(array, layout, rank):
     view = array.transpose(layout_of("pool", layout, rank).to_channels_first)
     return view[:, :, None, :] if rank == 1 else view
@@ -106,39 +116,39 @@ def _window(kernel_size, stride, padding):
 def _max_kernel(rank):
     def launch(x, out, *, kernel_size, stride, padding, layout=spatial.LAYOUTS[rank][0]):
         if out.size:
-            kernels.max_pool(_bchw(x, layout, rank), _bchw(out, layout, rank), *_window(kernel_size, stride, padding))
+            MAX_POOL(_bchw(x, layout, rank), _bchw(out, layout, rank), *_window(kernel_size, stride, padding))
     return launch
 
 
 def _avg_kernel(rank):
     def launch(x, out, *, kernel_size, stride, padding, count_include_pad=True, layout=spatial.LAYOUTS[rank][0]):
         if out.size:
-            kernels.avg_pool(_bchw(x, layout, rank), _bchw(out, layout, rank), *_window(kernel_size, stride, padding),
-                             count_include_pad)
+            AVG_POOL(_bchw(x, layout, rank), _bchw(out, layout, rank), *_window(kernel_size, stride, padding),
+                     count_include_pad)
     return launch
 
 
 def _max_grad_kernel(rank):
     def launch(x, grad, out, *, kernel_size, stride, padding, layout=spatial.LAYOUTS[rank][0]):
         if out.size:
-            kernels.max_pool_grad(_bchw(x, layout, rank), _bchw(grad, layout, rank), _bchw(out, layout, rank),
-                                  *_window(kernel_size, stride, padding))
+            MAX_POOL_GRAD(_bchw(x, layout, rank), _bchw(grad, layout, rank), _bchw(out, layout, rank),
+                          *_window(kernel_size, stride, padding))
     return launch
 
 
 def _select_kernel(rank):
     def launch(x, values, out, *, kernel_size, stride, padding, layout=spatial.LAYOUTS[rank][0]):
         if out.size:
-            kernels.max_pool_select(_bchw(x, layout, rank), _bchw(values, layout, rank), _bchw(out, layout, rank),
-                                    *_window(kernel_size, stride, padding))
+            MAX_POOL_SELECT(_bchw(x, layout, rank), _bchw(values, layout, rank), _bchw(out, layout, rank),
+                            *_window(kernel_size, stride, padding))
     return launch
 
 
 def _avg_grad_kernel(rank):
     def launch(x, grad, out, *, kernel_size, stride, padding, count_include_pad=True, layout=spatial.LAYOUTS[rank][0]):
         if out.size:
-            kernels.avg_pool_grad(_bchw(grad, layout, rank), _bchw(out, layout, rank),
-                                  *_window(kernel_size, stride, padding), count_include_pad)
+            AVG_POOL_GRAD(_bchw(grad, layout, rank), _bchw(out, layout, rank),
+                          *_window(kernel_size, stride, padding), count_include_pad)
     return launch
 
 
@@ -387,7 +397,7 @@ def _global_shape(x, *, layout="bchw"):
 def _global_kernel(x, out, *, layout="bchw"):
     if out.size:
         x4, window = _global_window(x, layout)
-        kernels.avg_pool(x4, out[:, :, None, None], *window, True)
+        AVG_POOL(x4, out[:, :, None, None], *window, True)
 
 
 def _global_grad_shape(x, grad, *, layout="bchw"):
@@ -401,7 +411,7 @@ def _global_grad_shape(x, grad, *, layout="bchw"):
 def _global_grad_kernel(x, grad, out, *, layout="bchw"):
     if out.size:
         out4, window = _global_window(out, layout)
-        kernels.avg_pool_grad(grad[:, :, None, None], out4, *window, True)
+        AVG_POOL_GRAD(grad[:, :, None, None], out4, *window, True)
 
 
 def _global_reference(x, layout="bchw"):

@@ -408,10 +408,11 @@ def _gru_cell_backward(g, p, previous, state, d, hidden):
 # --- weight gradients: products over all steps at once -----------------------------------------------
 
 @njit(**JIT)
-def _operand(x, h0, packed):
+def _operand(x, h0, packed, gates):
     """[x_t | h_{t-1}] for every step and sequence, (T * B, F + H): one product with the gate gradients of
     all steps gives both weights' gradients (a product on x and one on the packed h columns took longer:
-    OpenBLAS is slow on the product with F columns alone). Rows past a length meet gate gradients of 0."""
+    OpenBLAS is slow on the product with F columns alone). Rows past a length meet gate gradients of 0;
+    such a row holding a NaN or an infinity (padding) is written as zeros, so it adds 0, not NaN."""
     steps, batch, features = x.shape
     hidden = h0.shape[1]
     result = np.empty((steps * batch, features + hidden), h0.dtype)
@@ -419,10 +420,14 @@ def _operand(x, h0, packed):
         for b in range(batch):
             row, inputs = result[t * batch + b], x[t, b]
             state = h0[b] if t == 0 else packed[t - 1, b]
+            finite = True
             for j in range(features):
                 row[j] = inputs[j]
+                finite &= np.isfinite(inputs[j])
             for j in range(hidden):
                 row[features + j] = state[j]
+            if not finite and not gates[t, b].any():
+                row[:] = 0
     return result
 
 
@@ -444,7 +449,7 @@ def lstm_weight_gradients(gates, x, h0, packed, out):
     steps, batch, features = x.shape
     hidden = h0.shape[1]
     _product(True, False, 4 * hidden, features + hidden, steps * batch, gates.reshape(gates.size), 0, gates.shape[2],
-             _operand(x, h0, packed).reshape(-1), 0, features + hidden, 0.0, out.reshape(out.size), 0, out.shape[1])
+             _operand(x, h0, packed, gates).reshape(-1), 0, features + hidden, 0.0, out.reshape(out.size), 0, out.shape[1])
     out[:, features + hidden] = _column_sums(gates, steps, 0, 4 * hidden)
 
 
@@ -456,7 +461,7 @@ def gru_weight_gradients(gates, x, h0, packed, out):
     steps, batch, features = x.shape
     hidden = h0.shape[1]
     rows, width, columns = steps * batch, gates.shape[2], features + hidden
-    flat, operand, result = gates.reshape(gates.size), _operand(x, h0, packed).reshape(-1), out.reshape(out.size)
+    flat, operand, result = gates.reshape(gates.size), _operand(x, h0, packed, gates).reshape(-1), out.reshape(out.size)
     _product(True, False, 2 * hidden, columns, rows, flat, 0, width, operand, 0, columns, 0.0, result, 0, out.shape[1])
     _product(True, False, hidden, features, rows, flat, 3 * hidden, width, operand, 0, columns, 0.0, result,
              2 * hidden * out.shape[1], out.shape[1])

@@ -433,3 +433,29 @@ def test_a_second_derivative_through_the_recurrent_ops_is_refused_not_silently_z
     gradient.graph.set_loss(gradient.graph.math.sum(gradient.graph.math.square(gradient.gradients[NAMES[kind][0]])))
     with pytest.raises(gv.GraphviewError, match=f"cannot differentiate through {kind}_backward"):
         gradient.graph.calculate_gradients({}, [NAMES[kind][-4]])
+
+
+@pytest.mark.parametrize("op", ["lstm", "gru"])
+@pytest.mark.parametrize("padding", [np.nan, np.inf, -1e300])
+def test_non_finite_padding_reaches_no_weight_gradient(op, padding):
+    g = gv.Graph("padding")
+    x = g.placeholder("x", (None, None, 2))
+    r = np.random.default_rng(0)
+    gates = 4 if op == "lstm" else 3
+    w_ih, w_hh = g.var("w_ih", r.normal(size=(gates, 2))), g.var("w_hh", r.normal(size=(gates, 1)))
+    b = g.var("b", np.zeros(gates))
+    zero = np.zeros((2, 1))
+    lengths = np.array([1, 3])
+    if op == "lstm":
+        _, h_n, _ = g.nn.lstm(x, zero, zero, w_ih, w_hh, b, b, lengths=lengths)
+    else:
+        _, h_n = g.nn.gru(x, zero, w_ih, w_hh, b, b, lengths=lengths)
+    g.set_loss(g.math.sum(h_n))
+    data = r.normal(size=(2, 3, 2))
+    padded = data.copy()
+    padded[0, 1:] = padding
+    names = ["w_ih", "w_hh", "b"]
+    clean = g.calculate_gradients({"x": data}, names)
+    dirty = g.calculate_gradients({"x": padded}, names)
+    for name in names:
+        np.testing.assert_array_equal(dirty[name], clean[name])

@@ -9,6 +9,11 @@
    relu, max_pool 2, conv3x3 32->32 pad 1, relu, max_pool 2, linear 128->10, softmax cross-entropy;
    forward, backward and a plain SGD update. graphview through a GradientStep (what ``fit`` runs per
    batch) and its SGD updater, against PyTorch eager with torch.optim.SGD.
+3. ``g.fit`` per step for examples/cnn_digits.py's model (issue 17's layers: conv 1->16 "same", relu, conv
+   16->32 "same", batch norm, relu, max_pool 2, flatten, dropout 0.25, dense 512->10; float32, batch 64,
+   Adam): one epoch of ``fit`` over ``--fit-batches`` batches (its data pipeline, dropout masks and batch
+   norm's running statistics included) divided by the batches, against the same model in PyTorch eager
+   (nn.Sequential, model.train(), Adam) stepping through the same batches in a plain loop, no DataLoader.
 
 Everything runs on one thread: OPENBLAS_NUM_THREADS (and the other BLAS variables) are set before
 NumPy loads, Numba's threads are set to 1 and so are PyTorch's. Each figure is the best, over
@@ -28,6 +33,9 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import optional, table  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+from cnn_digits import build_cnn  # noqa: E402  (the model of examples/cnn_digits.py)
 
 BATCH, CLASSES, LEARNING_RATE = 256, 10, 0.05
 CONVS = [(1, 16), (16, 32), (32, 32)]          # (in, out) channels, 3x3, padding 1
@@ -192,10 +200,63 @@ def profile_figures(steps):
     return table(rows, ["graphview CNN step, per op", "calls per step", "ms per step", "share"])
 
 
+def digits_batches(count, batch=64, seed=0):
+    """``count`` batches of random 8x8 images and labels at the digits example's shapes (timing only)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(count * batch, 1, 8, 8)).astype(np.float32)
+    return x, rng.integers(0, CLASSES, count * batch).astype(np.int64)
+
+
+def graphview_fit_epoch(x, y, batch=64):
+    """One epoch of ``g.fit`` over (x, y) in batches of ``batch`` for the example's CNN, with Adam."""
+    import graphview as gv
+    g, logits = build_cnn("float32", seed=0)
+    batches = gv.data.ArrayDataSet({"x": x}, {"y": y}) >> gv.data.Batch(batch)
+    config = gv.TrainingConfig(updater=gv.Adam(learning_rate=1e-3), feature_mapping=["x"], label_mapping=["y"],
+                               prediction=logits.name)
+    return lambda: g.fit(batches, epochs=1, config=config, progress=False)
+
+
+def torch_fit_epoch(torch, x, y, batch=64):
+    """The same model in PyTorch eager: one pass of a plain training loop over the same batches."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 16, 3, padding="same"), nn.ReLU(), nn.Conv2d(16, 32, 3, padding="same"),
+                          nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.25),
+                          nn.Linear(512, CLASSES))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    batches = [(torch.from_numpy(x[i:i + batch]), torch.from_numpy(y[i:i + batch])) for i in range(0, len(x), batch)]
+
+    def epoch():
+        model.train()
+        for xb, yb in batches:
+            optimizer.zero_grad(set_to_none=True)
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            optimizer.step()
+        return loss.item()
+    return epoch
+
+
+def fit_figures(repeats, count):
+    """ms per step of ``g.fit`` on the example's CNN and of PyTorch's loop, over ``count`` batches of 64."""
+    torch = optional("torch")
+    x, y = digits_batches(count)
+    candidates = [graphview_fit_epoch(x, y)] + ([torch_fit_epoch(torch, x, y)] if torch is not None else [])
+    ours, *theirs = (seconds / count for seconds in best_of(candidates, repeats, 1))
+    rows = [["graphview g.fit (Adam)", f"{ours * 1e3:.2f}", "1.00x"]]
+    if theirs:
+        rows.append(["PyTorch eager loop (Adam)", f"{theirs[0] * 1e3:.2f}", f"{theirs[0] / ours:.2f}x"])
+    return table(rows, [f"cnn_digits fit step (float32, batch 64, {count} batches)", "ms per step",
+                        "torch / graphview"])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--fit-batches", type=int, default=22,
+                        help="batches of 64 per timed epoch in section 3 (22: the digits training set)")
     parser.add_argument("--profile", action="store_true", help="also print the time per op of graphview's CNN step")
     args = parser.parse_args(argv)
     import numba
@@ -206,6 +267,8 @@ def main(argv=None):
     print(conv_figures(args.repeats, args.steps))
     print()
     print(step_figures(args.repeats, args.steps))
+    print()
+    print(fit_figures(args.repeats, args.fit_batches))
     if args.profile:
         print()
         print(profile_figures(args.steps * 5))

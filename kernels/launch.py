@@ -85,7 +85,7 @@ def writable(array):
 
 def flat(array):
     """A C-contiguous array as the 1-D view the flat kernels take."""
-    return array if array.ndim == 1 else array.reshape(-1)
+    return array if array.ndim == 1 else array.ravel()
 
 
 class Elementwise:
@@ -136,21 +136,26 @@ class Elementwise:
 
 def _flat_caller(signatures, arity):
     """``contiguous(*inputs, out, lo, hi)`` for C-contiguous operands of any rank (one per arity:
-    the executor calls it per node, so it does no more than look up and flatten)."""
+    the executor calls it per node, so it does no more than look up and flatten; ``ravel`` of a
+    C-contiguous array is a view, and cheaper to call than ``reshape(-1)``)."""
     entries = signatures.entries
     if arity == 1:
         def contiguous(a, out, lo, hi):
             entry = entries.get((a.dtype, out.dtype)) or signatures((a.dtype, out.dtype))
-            entry(flat(a), flat(out), lo, hi)
+            if out.ndim != 1 or a.ndim != 1:
+                a, out = a.ravel(), out.ravel()
+            entry(a, out, lo, hi)
     elif arity == 2:
         def contiguous(a, b, out, lo, hi):
             entry = entries.get((a.dtype, b.dtype, out.dtype)) or signatures((a.dtype, b.dtype, out.dtype))
-            entry(flat(a), flat(b), flat(out), lo, hi)
+            if out.ndim != 1 or a.ndim != 1 or b.ndim != 1:
+                a, b, out = a.ravel(), b.ravel(), out.ravel()
+            entry(a, b, out, lo, hi)
     else:
         def contiguous(*arrays):
             *operands, lo, hi = arrays
             entry = signatures(tuple(a.dtype for a in operands))
-            entry(*[flat(a) for a in operands], lo, hi)
+            entry(*[a.ravel() for a in operands], lo, hi)
     return contiguous
 
 

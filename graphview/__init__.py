@@ -1,6 +1,8 @@
 """graphview: an immutable op graph with Numba kernels, zero-copy views, reverse-mode autodiff and gradient checks."""
 import importlib
 
+from graphview import allocation  # noqa: F401  (raises glibc's mmap threshold once; ADR 0026)
+
 from graphview.errors import (DTypeError, ExecutionError, GraphFileError, GraphviewError, IndexDescriptorError,
                               InplaceModificationError, NameConflictError, OpArgumentError, PlaceholderError,
                               ShapeError, TrainingError, UnknownNameError)

@@ -1,0 +1,29 @@
+"""Importing graphview lets glibc reuse memory for arrays of a few MB (ADR 0026)."""
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+                                reason="glibc's mmap threshold")
+
+CODE = """
+import resource, numpy as np, graphview
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    a = np.empty(2 * 1024 * 1024 // 8); a[...] = 1.0; del a     # 2 MiB, written, freed
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20)
+"""
+
+
+def faults_per_array(switch):
+    done = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, check=True,
+                          env=dict(os.environ, GRAPHVIEW_MMAP_THRESHOLD=switch))
+    return float(done.stdout)
+
+
+def test_arrays_of_a_few_mb_reuse_their_pages_after_importing_graphview():
+    assert faults_per_array("1") < 50            # the heap's pages, reused
+    assert faults_per_array("0") > 400           # fresh pages each time: 512 pages of 4 KiB

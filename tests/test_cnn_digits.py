@@ -82,8 +82,10 @@ def test_summary_counts_the_parameters_pytorch_counts(example):
     g, _ = example.build_cnn()
     summary = g.summary(params=True)
     assert "total params: 10,058 (trainable 9,994, not trainable 64)" in summary
-    for line in ("net/conv2d (Conv2D)         (?, 16, 8, 8)     160", "net/max_pool2d (MaxPool2D)  (?, 32, 4, 4)       0",
-                 "net/batch_norm (BatchNorm)  (?, 32, 8, 8)     128", "net/dense (Dense)           (?, 10)         5,130"):
+    for line in ("net/conv2d (Conv2D)         (?, 16, 8, 8)     160",
+                 "net/max_pool2d (MaxPool2D)  (?, 32, 4, 4)       0",
+                 "net/batch_norm (BatchNorm)  (?, 32, 8, 8)     128",
+                 "net/dense (Dense)           (?, 10)         5,130"):
         assert line in summary
     torch = pytest.importorskip("torch")
     nn = torch.nn

@@ -16,9 +16,10 @@ from graphview_kernels import nn as kernels
 def check_labels(op, labels, classes):
     """Numba does no bounds checking: labels are validated before any kernel reads with them.
 
-    Returns the labels flattened (C order), ready for the kernels.
+    Returns the labels flattened (C order) as int64, ready for the kernels (int32 labels would compile
+    every label kernel once more).
     """
-    flat = contiguous(labels).reshape(-1)
+    flat = np.asarray(contiguous(labels).reshape(-1), np.int64)
     bad = kernels.first_bad_label(flat, classes)
     if bad >= 0:
         raise ExecutionError(f"{op}: label {flat[bad]} is out of range for {classes} classes "

@@ -312,7 +312,7 @@ def as_3d(x, axis):
 
 def _gather_kernel(x, indices, out, axis=0):
     axis = axis % x.ndim
-    flat = np.ascontiguousarray(indices).reshape(-1)
+    flat = np.ascontiguousarray(indices, np.int64).reshape(-1)   # int64: one compiled signature
     bad = kernels.first_bad_index(flat, x.shape[axis])
     if bad >= 0:
         raise ExecutionError(f"gather: index {int(flat[bad])} is out of range for axis {axis} of size "
@@ -357,7 +357,7 @@ def _scatter_add_shape(values, indices, like, axis=0):
 
 def _scatter_add_kernel(values, indices, like, out, axis=0):
     axis = axis % like.ndim
-    flat = np.ascontiguousarray(indices).reshape(-1)
+    flat = np.ascontiguousarray(indices, np.int64).reshape(-1)   # int64: one compiled signature
     # The kernel writes out[..., k, ...] unchecked (Numba does no bounds checks), so a
     # bad index must be refused here, before anything is written.
     bad = kernels.first_bad_index(flat, like.shape[axis])

@@ -13,7 +13,8 @@ CODE = """
 import resource, numpy as np, graphview
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(20):
-    a = np.empty(2 * 1024 * 1024 // 8); a[...] = 1.0; del a     # 2 MiB, written, freed
+    arrays = [np.ones(1536 * 1024 // 8) for _ in range(4)]    # a step's temporaries: 4 x 1.5 MiB, then freed
+    del arrays
 print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20)
 """
 
@@ -25,5 +26,5 @@ def faults_per_array(switch):
 
 
 def test_arrays_of_a_few_mb_reuse_their_pages_after_importing_graphview():
-    assert faults_per_array("1") < 50            # the heap's pages, reused
-    assert faults_per_array("0") > 400           # fresh pages each time: 512 pages of 4 KiB
+    assert faults_per_array("1") < 300           # the heap's pages, reused (measured: about 70)
+    assert faults_per_array("0") > 1000          # glibc trims and maps them again: 1,536 pages of 4 KiB

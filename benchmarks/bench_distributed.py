@@ -11,7 +11,7 @@ modes (the mpiexec next to this Python: the ``distributed`` extra). The model is
 Figures, each the best of ``--epochs`` timed epochs after a warm-up epoch:
 * throughput: examples per second of one epoch (rank 0's clock, between barriers), and its ratio to
   one rank's; each run is launched ``--rounds`` times, in turns with the others, and the best job kept;
-* computing: the step's time outside the collectives (rank 0);
+* computing: each rank's time per step outside the collectives (its best epoch);
 * collectives: the time rank 0 spends inside the world's collectives during the epoch (all-reduce of the
   gradient bucket and of the loss, or reduce-scatter and all-gather), as a share of the step; it
   includes waiting for the other rank. "all-reduce alone" times ``world.allreduce_`` on a buffer of the
@@ -111,6 +111,7 @@ def worker(options):
         world.barrier()
         epochs.append((time.perf_counter() - start, timed.spent))
     seconds, collective = min(epochs)
+    computing = world.allgather_object(min(total - spent for total, spent in epochs) / options.batches)
     bucket = sum(g.stored(name).size for name in config.trainable_names(g))
     buffer = np.ones(bucket, np.float32)
     alone = []
@@ -123,7 +124,7 @@ def worker(options):
              else sum(a.nbytes for arrays in updater.state.values() for a in arrays))
     figures = {"ranks": world.size, "mode": options.mode, "epoch_s": seconds, "steps": options.batches,
                "examples_per_s": rows / seconds, "collective_s": collective, "allreduce_alone_s":
-               statistics.median(alone), "bucket_bytes": buffer.nbytes, "state_bytes": world.allgather_object(state)}
+               statistics.median(alone), "bucket_bytes": buffer.nbytes, "computing_s": computing, "state_bytes": world.allgather_object(state)}
     if world.rank == 0:
         print(json.dumps(figures), flush=True)
 
@@ -165,7 +166,8 @@ def main(argv=None):
           f"{options.batches} steps per epoch, OPENBLAS_NUM_THREADS=1, best of {options.rounds} jobs x "
           f"{options.epochs} epochs; gradient bucket {one['bucket_bytes'] / 1024:.0f} KiB; load average "
           f"{load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other processes slow the ranks unevenly)")
-    print(f"{'run':26} {'examples/s':>10} {'vs 1 rank':>9} {'ms/step':>7} {'computing':>9} {'in collectives':>14} "
+    print(f"{'run':26} {'examples/s':>10} {'vs 1 rank':>9} {'ms/step':>7} {'computing, by rank':>18} "
+          f"{'in collectives':>14} "
           f"{'all-reduce alone':>21} {'updater state per rank':>23}")
     for label, _, _ in plan:
         figures = best[label]
@@ -173,7 +175,7 @@ def main(argv=None):
         alone = figures["allreduce_alone_s"]
         state = max(figures["state_bytes"])
         print(f"{label:26} {figures['examples_per_s']:10.0f} {figures['examples_per_s'] / one['examples_per_s']:8.2f}x "
-              f"{step * 1e3:7.2f} {(figures['epoch_s'] - figures['collective_s']) / figures['steps'] * 1e3:6.2f} ms "
+              f"{step * 1e3:7.2f} {' / '.join(f'{c * 1e3:.2f}' for c in figures['computing_s']) + ' ms':>18} "
               f"{figures['collective_s'] / figures['epoch_s']:14.1%} "
               f"{alone * 1e6:7.0f} us = {alone / step:5.1%} {state / 1024:11.1f} KiB = "
               f"{state / one['state_bytes'][0]:.2f}x")

@@ -26,6 +26,8 @@ run: $(VENV)/.installed-run
 	$(BIN)/python examples/views_inplace.py
 	$(BIN)/python examples/layouts.py
 	$(BIN)/python examples/train_digits.py --out out
+	$(BIN)/graphview gradcheck examples/cnn_digits.py:build --max-per-param 20
+	$(BIN)/python examples/cnn_digits.py
 	$(BIN)/python examples/sequence_digits.py
 	$(BIN)/graphview gradcheck examples/sequence_digits.py:build --max-per-param 20
 

@@ -231,6 +231,7 @@ def test_init_without_mpiexec_is_a_one_process_world():
 @pytest.mark.parametrize("arguments, message", [
     ({"timeout": 0}, r"timeout must be a number of seconds > 0, not 0"),
     ({"timeout": "5"}, r"timeout must be a number of seconds > 0, not '5'"),
+    ({"timeout": True}, r"timeout must be a number of seconds > 0, not True"),
     ({"sharded_update": "yes"}, r"sharded_update must be True or False, not 'yes'"),
     ({"check_weights": 1}, r"check_weights must be True or False, not 1"),
     ({"loss_reduction": "max"}, r"loss_reduction must be 'mean' or 'sum', not 'max'"),

@@ -38,7 +38,8 @@ class DataParallel:
         if not hasattr(self.world, "allreduce_"):
             raise DistributedError(f"DataParallel: expected a world from gv.distributed.init(), got {world!r}")
         if timeout is not None:
-            self.world.timeout = timeout if isinstance(timeout, (int, float)) and timeout > 0 else _bad(timeout)
+            good = isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0
+            self.world.timeout = float(timeout) if good else _bad(timeout)
         for label, flag in (("sharded_update", sharded_update), ("check_weights", check_weights)):
             if not isinstance(flag, (bool, np.bool_)):
                 raise DistributedError(f"DataParallel: {label} must be True or False, not {flag!r}")

@@ -55,3 +55,8 @@ def test_the_digits_example_trains_data_parallel_and_reports_once(tmp_path):
                           env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("test accuracy") == 1 and "after 8 epochs on 2 ranks" in done.stdout
+
+
+def test_a_listener_on_rank_0_stops_every_rank_at_the_same_step(tmp_path):
+    lines = launch(2, "early_stop.py", cwd=tmp_path).split("\n")[:-1]
+    assert lines == ["[(3, 1, 3), (10, 2, 10)]"] * 2     # within an epoch at iteration 3; after epoch 2

@@ -227,6 +227,7 @@ def _install_abort(world):
         sys.stderr.flush()
         try:
             world.abort(1)
-        finally:
+        except BaseException:               # MPI_Abort did not end the process: Python's own report then
             previous(kind, error, trace)
+            raise
     sys.excepthook = abort_all

@@ -49,6 +49,7 @@ class DataParallel:
         self.loss_reduction = loss_reduction
         self.layout = None
         self.chunk_state = {}
+        self.watch_iterations = True        # fit sets it: whether rank 0's listeners act within an epoch
 
     @property
     def rank(self):

@@ -53,6 +53,8 @@ def fit(graph, dataset, epochs, config, listeners=None, validation=None, progres
         listeners.append(ProgressBar.checked())
     hooks = {hook: [getattr(l, hook) for l in listeners if _overrides(l, hook)] for hook in HOOKS}
     op_listeners = [l for l in listeners if _watches_ops(l)]
+    if parallel is not None:                # can rank 0's listeners stop training within an epoch?
+        parallel.watch_iterations = parallel.agree(bool(hooks["iteration_end"]))
     with blas_threads(config.blas_threads):
         return _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks, op_listeners)
 
@@ -102,7 +104,7 @@ def _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks
             ctx.iteration, ctx.loss = updater.iteration, loss
             for hook in hooks["iteration_end"]:
                 hook(ctx, loss)
-            if config.data_parallel is not None:
+            if config.data_parallel is not None and config.data_parallel.watch_iterations:
                 ctx.stop_training = config.data_parallel.agree(ctx.stop_training)
             if ctx.stop_training:
                 break

@@ -82,8 +82,8 @@ class Parametric:
 def parametric(scalar, threshold=PARALLEL_THRESHOLD):
     @njit(**JIT)
     def contiguous(a, params, out, lo, hi):
-        xs = a.reshape(a.size)[lo:hi]
-        zs = out.reshape(out.size)[lo:hi]
+        xs = a[lo:hi]       # 1-D: Parametric flattens the operands
+        zs = out[lo:hi]
         for i in range(hi - lo):
             zs[i] = scalar(xs[i], params)
 

@@ -79,13 +79,13 @@ def inplace(scalar, strided):
     @njit(**JIT)
     def contiguous(target, value, lo, hi):
         # Slice first and loop from 0: LLVM does not vectorize a range(lo, hi) loop.
-        z = target.reshape(target.size)[lo:hi]
+        z = target[lo:hi]   # 1-D: Inplace flattens the operands
         if value.size == 1:
-            constant = value.reshape(1)[0]
+            constant = value[0]
             for i in range(z.size):
                 z[i] = scalar(z[i], constant)
         else:
-            y = value.reshape(value.size)[lo:hi]
+            y = value[lo:hi]
             for i in range(z.size):
                 z[i] = scalar(z[i], y[i])
 

@@ -29,7 +29,7 @@ LAYERS = {
         "graphview.data.*", "graphview.layers.*", "graphview.model_summary",
         "graphview.distributed.*"],
     7: ["graphview", "graphview.__main__", "graphview.cli", "graphview.cli_report", "graphview.cli_progress",
-        "graphview.targets", "graphview.dot", "graphview.adr.*"],
+        "graphview.targets", "graphview.dot", "graphview.adr.*", "graphview.onnx.*"],
 }
 
 # What a function-level import may cut (with a comment saying so).

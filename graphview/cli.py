@@ -6,6 +6,7 @@ violation, 2 for usage or input errors, which are one line on stderr (the
 traceback only with ``--debug``). See adr/0011-cli-design.md.
 """
 import argparse
+import contextlib
 import inspect
 import math
 import os
@@ -16,6 +17,7 @@ import traceback
 from graphview import __version__, cli_report, opsuite, registry
 from graphview.adr.cli import register as add_adr_command
 from graphview.cli_progress import activity, shown
+from graphview.distributed.comm import init, launched
 from graphview.dot import to_dot
 from graphview.errors import GraphviewError, InplaceModificationError, did_you_mean
 from graphview.gradcheck import check_gradients
@@ -274,6 +276,16 @@ def effective_options(options):
 
 
 def _gradcheck(args):
+    """Under ``mpiexec -n N`` every rank checks its share (see check_gradients); rank 0 alone prints the
+    report, shows progress and writes --json and --junit, and every rank exits with the same status."""
+    args.rank = init().rank if launched() else 0
+    if args.rank == 0:
+        return _gradcheck_here(args)
+    with open(os.devnull, "w", encoding="utf-8") as devnull, contextlib.redirect_stdout(devnull):
+        return _gradcheck_here(args)
+
+
+def _gradcheck_here(args):
     options = check_options(args)
     if args.target is None:
         for flag, value in (("--wrt", args.wrt), ("--skip", args.skip), ("--inputs", args.inputs)):
@@ -285,6 +297,8 @@ def _gradcheck(args):
         if args.ops is not None:
             raise UsageError("graphview gradcheck: error: --ops is for the built-in op suite, not a TARGET")
         document, junit, passed = _check_target(args, options)
+    if args.rank != 0:
+        return PASSED if passed else FAILED
     if args.json:
         cli_report.write_json(args.json, document)
     if args.junit:

@@ -148,8 +148,8 @@ def shown(args):
     """How ``args`` (a parsed command line) shows progress: "bar" on a terminal, "lines" elsewhere, None with --quiet.
 
     A terminal that reports no width (``docker run -t``, ``script`` under CI) counts as elsewhere: tqdm
-    draws nothing in 0 columns."""
-    if getattr(args, "quiet", False):
+    draws nothing in 0 columns. Under ``mpiexec`` only rank 0 (``args.rank``) shows anything."""
+    if getattr(args, "quiet", False) or getattr(args, "rank", 0) != 0:
         return None
     return "bar" if sys.stderr.isatty() and _columns(sys.stderr) > 0 else "lines"
 

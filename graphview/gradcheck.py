@@ -3,7 +3,8 @@
 Every check runs on a private float64 copy of the graph (float32 nodes, values,
 placeholders and ``dtype`` attributes become float64), so the user's graph is
 never touched and float32 rounding cannot hide or fake an error: the check tests
-the gradient *rules*. See ADR 0007 for the exact semantics.
+the gradient *rules*. Under ``mpiexec -n N`` the finite differences are shared among the
+ranks and every rank gets the report one process would. See ADR 0007 for the exact semantics.
 """
 import math
 import time
@@ -15,9 +16,10 @@ import numpy as np
 
 from graphview import core, dtypes
 from graphview.autodiff import gradient_graph
+from graphview.distributed.comm import current, init, launched
 from graphview.errors import GraphviewError
 from graphview.finite_differences import (Loss, central_difference, float64_copy, projected_difference,
-                                          relative_error)
+                                          SharedDifferences, relative_error)
 from graphview.listeners import NonInplaceValidationListener
 from graphview.localize import Culprit, Localizer
 from graphview.ops.math import mul
@@ -134,7 +136,7 @@ class GradCheckReport:
 
 def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e-5, min_abs_error=1e-6, skip=(),
                     mask=None, max_per_param=None, subset="random", seed=12345, exit_on_first_failure=False,
-                    fast=False, validate_inplace=True, activations=False, progress=None):
+                    fast=False, validate_inplace=True, activations=False, progress=None, world=None):
     """Compare the analytic gradients of the sum of ``graph``'s losses with central differences.
 
     ``wrt`` defaults to every trainable floating-point variable, leaving out those made
@@ -147,8 +149,14 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
     also checks every floating-point intermediate (ARRAY) value the loss depends on.
     ``progress(done, total)``, when given, is called once before the first comparison
     and after each; ``total`` grows when fast mode reruns a variable in full.
+
+    In a ``world`` of several processes (default: ``gv.distributed.init()``'s when an MPI launcher
+    started this one) every rank must make the same call: each computes the finite differences of a
+    contiguous share of the elements, and all get the report one process would give (ADR 0007).
+    ``world=gv.distributed.LocalWorld()`` checks on this rank alone.
     """
     _check_options(eps, max_rel_error, min_abs_error, max_per_param, subset, seed)
+    world = _world(world)
     if not graph.loss_names:
         raise GraphviewError(f"check_gradients: graph {graph.name!r} has no loss; call g.set_loss(...) first")
     skip = {graph.name_of(s) for s in ([skip] if isinstance(skip, (str, Variable)) else skip)}
@@ -172,6 +180,15 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
     settings["progress"] = _Progress(progress, sum(min(c, 1) if fast else c for c in counts))
     if _reentrancy(report, analytic, gradients.run(feeds, check_shapes=False), exit_on_first_failure):
         return report
+    if world is None:
+        settings["numbers"] = _Differences(settings)
+    else:
+        elements = {name: _elements(name, losses[name].array.shape, settings) for name in names}
+        directions = {name: _direction(losses[name], elements[name], settings) for name in names
+                      if fast and elements[name].size and analytic[name].shape == losses[name].array.shape}
+        settings["numbers"] = SharedDifferences(
+            world, losses, analytic, elements, directions, settings, exit_on_first_failure,
+            lambda a, n: _disagree(a, n, max_rel_error, min_abs_error))
     localizer = Localizer(work, feeds, eps, seed, lambda a, n: _disagree(a, n, max_rel_error, min_abs_error))
     for name in names:
         loss = losses[name]
@@ -185,10 +202,12 @@ def check_gradients(graph, placeholders, *, wrt=None, eps=1e-5, max_rel_error=1e
                 return report
             continue
         if fast and not _fast_check(report, result, loss, analytic[name], settings):
+            settings["numbers"].timed(result)
             continue
         if fast:
-            settings["progress"].total += _elements(name, loss.array.shape, settings).size
+            settings["numbers"].rerun(_elements(name, loss.array.shape, settings).size)
         stop = _full_check(report, result, loss, analytic[name], settings)
+        settings["numbers"].timed(result)
         if result.failed:
             _blame(report, name, localizer)
         if stop:
@@ -246,7 +265,10 @@ class _Progress:
             callback(0, total)
 
     def step(self):
-        self.done += 1
+        self.to(self.done + 1)
+
+    def to(self, done):
+        self.done = done
         if self.callback is not None:
             self.callback(self.done, self.total)
 
@@ -329,9 +351,8 @@ def _full_check(report, result, loss, analytic, settings):
     array = loss.array
     for flat in _elements(loss.name, array.shape, settings):
         index = tuple(int(i) for i in np.unravel_index(flat, array.shape))
-        numeric = central_difference(loss, index, settings["eps"])
+        numeric = settings["numbers"].element(loss, int(flat), index)
         failed = _compare(report, result, loss.name, index, float(analytic[index]), numeric, settings)
-        settings["progress"].step()
         if failed and settings["stop"]:
             return True
     return False
@@ -342,20 +363,54 @@ def _fast_check(report, result, loss, analytic, settings):
 
     Returns True when the full check must run to explain a failure.
     """
-    array = loss.array
-    candidates = _elements(loss.name, array.shape, settings)
+    candidates = _elements(loss.name, loss.array.shape, settings)
     if candidates.size == 0:
         return False
+    direction = _direction(loss, candidates, settings)
+    numeric = settings["numbers"].projection(loss, direction)
+    projected = float(np.sum(analytic * direction))
+    return _compare(report, result, loss.name, None, projected, numeric, settings, kind="fast")
+
+
+def _direction(loss, candidates, settings):
+    """Fast mode's random unit direction for ``loss``'s variable, on the ``candidates`` elements."""
     rng = np.random.default_rng([settings["seed"], zlib.crc32(loss.name.encode()), 1])
-    direction = np.zeros(array.size)
+    direction = np.zeros(loss.array.size)
     direction[candidates] = rng.standard_normal(candidates.size)
     direction /= np.linalg.norm(direction)
-    direction = direction.reshape(array.shape)
-    numeric = projected_difference(loss, direction, settings["eps"])
-    projected = float(np.sum(analytic * direction))
-    failed = _compare(report, result, loss.name, None, projected, numeric, settings, kind="fast")
-    settings["progress"].step()
-    return failed
+    return direction.reshape(loss.array.shape)
+
+
+class _Differences:
+    """The finite differences of one process, computed when the check asks for them."""
+
+    def __init__(self, settings):
+        self.eps, self.progress = settings["eps"], settings["progress"]
+
+    def element(self, loss, flat, index):
+        value = central_difference(loss, index, self.eps)
+        self.progress.step()
+        return value
+
+    def projection(self, loss, direction):
+        value = projected_difference(loss, direction, self.eps)
+        self.progress.step()
+        return value
+
+    def rerun(self, count):
+        self.progress.total += count
+
+    def timed(self, result):
+        pass
+
+
+def _world(world):
+    """The world of several processes to share the check with, or None to check in this process alone."""
+    if world is None and launched():
+        world = current() or init()  # the world the program made (its timeout kept), else a new one
+    if world is not None and not all(hasattr(world, a) for a in ("rank", "size", "allgather_object")):
+        raise GraphviewError(f"check_gradients: world must come from gv.distributed.init(), not {world!r}")
+    return world if world is not None and world.size > 1 else None
 
 
 # --- op validation -----------------------------------------------------------------------

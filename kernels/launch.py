@@ -105,6 +105,9 @@ class Elementwise:
         self.contiguous = _flat_caller(self.flat_form, arity)
 
     def strided(self, *arrays):
+        if any(a.ndim != RANK for a in arrays):
+            raise ValueError(f"{self.name}: the strided form takes {RANK}-D arrays (see four_axis_blocks)")
+        writable(arrays[-1])
         self.strided_form(tuple(a.dtype for a in arrays))(*arrays)
 
     def __call__(self, *arrays):

@@ -81,7 +81,8 @@ def _reduce_reference(function):
 def _pair_kernel(kernel, parameter=None):
     def launch(a, b, out, reduction="mean", **params):
         value = float(params[parameter]) if parameter else 0.0
-        kernel(contiguous(a), contiguous(b), value, out, REDUCTIONS[reduction])
+        # 1-D views: one compiled signature per dtype whatever the rank and reduction (0-d out when reduced).
+        kernel(contiguous(a).ravel(), contiguous(b).ravel(), value, out.reshape(-1), REDUCTIONS[reduction])
     return launch
 
 

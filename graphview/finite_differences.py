@@ -113,8 +113,10 @@ def central_difference(loss, index, eps):
     return (plus - minus) / (2 * eps)
 
 
-def projected_difference(loss, direction, eps):
-    """``(L(x + eps u) - L(x - eps u)) / 2 eps`` along the array ``direction`` u (``loss.array`` restored after)."""
+def projected_difference(loss, direction, eps, one_sided=False):
+    """``(L(x + eps u) - L(x - eps u)) / 2 eps`` along the array ``direction`` u (``loss.array`` restored after);
+    with ``one_sided`` also ``(L(x + eps u) - L(x)) / eps`` and ``(L(x) - L(x - eps u)) / eps``, which
+    disagree where a kink (relu at 0, a max-pool tie) lies within ``eps`` of the point."""
     array = loss.array
     original = array.copy()
     try:
@@ -124,7 +126,11 @@ def projected_difference(loss, direction, eps):
         minus = loss()
     finally:
         array[...] = original
-    return (plus - minus) / (2 * eps)
+    central = (plus - minus) / (2 * eps)
+    if not one_sided:
+        return central
+    center = loss()
+    return central, (plus - center) / eps, (center - minus) / eps
 
 
 FIRST_ROUND = 8  # items per rank in the first round of a check that stops at its first failure

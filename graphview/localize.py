@@ -42,6 +42,7 @@ class Culprit:
     analytic: float
     numeric: float
     shapes: Optional[tuple] = None  # (gradient shape, input shape) when the rule gives the wrong shape
+    kink: Optional[tuple] = None    # (forward, backward) one-sided differences that disagree: not the rule
 
     @property
     def rel_error(self):
@@ -49,6 +50,12 @@ class Culprit:
 
     def __str__(self):
         rule = f"the gradient rule of op {self.op!r} (node {self.node!r})"
+        if self.kink is not None:
+            return (f"the loss is not differentiable within eps of this point at op {self.op!r} (node {self.node!r}, "
+                    f"input {self.position} {self.input!r}): its one-sided differences disagree (forward "
+                    f"{self.kink[0]:.6g}, backward {self.kink[1]:.6g}; the rule gives {self.analytic:.6g}), so the "
+                    "rule is not blamed: a kink (relu at 0, a max-pool tie, abs at 0) lies within eps; check at "
+                    "another point or with a smaller eps")
         if self.shapes is not None:
             return (f"{rule} gives its input {self.position} ({self.input!r}, shape {self.shapes[1]}) a gradient "
                     f"of shape {self.shapes[0]}")
@@ -77,12 +84,14 @@ class Localizer:
             if self._probe is None:
                 self._probe = _Probe(self.work, self.feeds)
             for edge in self._probe.edges_from(name):
-                analytic, numeric, shapes = self._verdict(edge)
+                analytic, numeric, shapes, sides = self._verdict(edge)
                 # A loss that is not finite near the point judges nothing (e.g. a mean over no elements).
                 if shapes is not None or (math.isfinite(numeric) and self.disagree(analytic, numeric)):
                     consumer, position = edge
                     node = self.work.node(consumer)
-                    return Culprit(node.op, consumer, node.inputs[position], position, analytic, numeric, shapes)
+                    kink = sides if shapes is None and self.disagree(*sides) else None
+                    return Culprit(node.op, consumer, node.inputs[position], position, analytic, numeric, shapes,
+                                   kink)
         except GraphviewError:
             self._unbuildable = self._probe is None
             return None
@@ -97,11 +106,11 @@ class Localizer:
             direction = rng.standard_normal(loss.array.shape)
             direction /= max(np.linalg.norm(direction), 1e-300)
             gradient = probe.gradients[probe.sums[edge]]
-            numeric = projected_difference(loss, direction, self.eps)
+            numeric, forward, backward = projected_difference(loss, direction, self.eps, one_sided=True)
             if gradient.shape != direction.shape:
-                self._verdicts[edge] = math.nan, numeric, (tuple(gradient.shape), tuple(direction.shape))
+                self._verdicts[edge] = math.nan, numeric, (tuple(gradient.shape), tuple(direction.shape)), None
             else:
-                self._verdicts[edge] = float(np.sum(gradient * direction)), numeric, None
+                self._verdicts[edge] = float(np.sum(gradient * direction)), numeric, None, (forward, backward)
         return self._verdicts[edge]
 
 

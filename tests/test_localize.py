@@ -120,3 +120,17 @@ def test_a_rule_that_does_not_unbroadcast_is_named_with_the_shapes(forgetful_add
     assert failure.kind == "shape" and failure.culprit.node == added.name and failure.culprit.input == "b"
     assert (f"the gradient rule of op 'test_forgetful_add' (node '{added.name}') gives its input 1 ('b', "
             "shape (1, 3)) a gradient of shape (2, 3)") in str(failure)
+
+
+def test_a_kink_within_eps_is_reported_as_a_kink_not_as_a_wrong_rule():
+    g = gv.Graph("kink")
+    x = g.placeholder("x", (1,))
+    w = g.var("w", np.array([2e-6]))                           # relu's input 2e-6: eps 1e-5 crosses 0
+    g.set_loss(g.math.sum(g.nn.relu(x * w)))
+    report = gv.check_gradients(g, {"x": np.array([1.0])}, wrt=["w"])
+    assert not report.passed and [f.index for f in report.failures] == [(0,)]
+    culprit = report.failures[0].culprit
+    assert culprit.op == "relu" and culprit.kink is not None
+    forward, backward = culprit.kink
+    assert abs(forward - backward) > 0.1                       # one side sees the slope, the other does not
+    assert "not differentiable" in str(culprit) and "not blamed" in str(culprit)

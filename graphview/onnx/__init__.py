@@ -1,0 +1,1 @@
+"""ONNX export and import (issue 20)."""

@@ -1,0 +1,162 @@
+"""The export table's network ops: convolutions, pooling, normalization, the recurrent ops and the loss.
+
+Registered into graphview/onnx/export_ops.py's BUILDERS (same builder signature). Channels-last layouts
+are transposed to ONNX's channels-first and back; lstm and gru become ONNX's LSTM and GRU with the gates
+reordered (PyTorch i, f, g, o -> ONNX i, o, f, c; r, z, n -> z, r, h with linear_before_reset), x made
+time-major, the lengths ``sequence_lens``; their packed result is rebuilt for the views that read it
+(outputs and final states; the gates and the per-step cell states are not in ONNX's outputs).
+"""
+import numpy as np
+
+from graphview.onnx.export_ops import Unsupported, builds, reduce
+
+CHANNELS_LAST = {"bwc": [0, 2, 1], "bhwc": [0, 3, 1, 2]}
+BACK = {"bwc": [0, 2, 1], "bhwc": [0, 2, 3, 1]}
+
+
+def _first(ctx, x, layout):
+    return ctx.emit("Transpose", [x], perm=CHANNELS_LAST[layout]) if layout in CHANNELS_LAST else x
+
+
+def _back(ctx, y, layout):
+    return ctx.emit("Transpose", [y], perm=BACK[layout]) if layout in BACK else y
+
+
+def _pads(padding):
+    pairs = [tuple(pair) for pair in padding]
+    return [pair[0] for pair in pairs] + [pair[1] for pair in pairs]
+
+
+def _floats(ctx, node, inputs):
+    return [ctx.cast(t, ctx.dtype_of(n), node.dtype) for t, n in zip(inputs, node.inputs)]
+
+
+@builds("conv1d", "conv2d")
+def _conv(ctx, node, inputs, attrs):
+    spatial = 1 if node.op == "conv1d" else 2
+    layout = attrs.get("layout", "bcw" if spatial == 1 else "bchw")
+    inputs = _floats(ctx, node, inputs)
+    x = _first(ctx, inputs[0], layout)
+    y = ctx.emit("Conv", [x] + inputs[1:], strides=list(attrs.get("stride", (1,) * spatial)),
+                 pads=_pads(attrs.get("padding", ((0, 0),) * spatial)), dilations=list(attrs.get("dilation", (1,) * spatial)),
+                 group=int(attrs.get("groups", 1)))
+    return _back(ctx, y, layout)
+
+
+@builds("max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d")
+def _pool(ctx, node, inputs, attrs):
+    spatial = 1 if node.op.endswith("1d") else 2
+    layout = attrs.get("layout", "bcw" if spatial == 1 else "bchw")
+    x = _first(ctx, inputs[0], layout)
+    common = dict(kernel_shape=list(attrs["kernel_size"]), strides=list(attrs["stride"]), pads=_pads(attrs["padding"]))
+    if node.op.startswith("max"):
+        y = ctx.emit("MaxPool", [x], **common)
+    else:
+        y = ctx.emit("AveragePool", [x], count_include_pad=int(bool(attrs.get("count_include_pad", True))), **common)
+    return _back(ctx, y, layout)
+
+
+@builds("global_avg_pool")
+def _global_avg_pool(ctx, node, inputs, attrs):
+    layout = attrs.get("layout", "bchw")
+    rank = len(ctx.shape_of(node.inputs[0]))
+    axes = list(range(2, rank)) if layout in ("bcw", "bchw") else list(range(1, rank - 1))
+    return reduce(ctx, "ReduceMean", inputs[0], axes, rank, False)
+
+
+@builds("batch_norm")
+def _batch_norm(ctx, node, inputs, attrs):
+    if len(inputs) < 5:
+        raise Unsupported("no running statistics: ONNX's BatchNormalization needs them in inference")
+    rank = len(ctx.shape_of(node.inputs[0]))
+    axis = attrs.get("axis", 1) % rank
+    inputs = _floats(ctx, node, inputs)
+    x = inputs[0]
+    perm = None
+    if axis != 1:
+        perm = [0, axis] + [a for a in range(1, rank) if a != axis]
+        x = ctx.emit("Transpose", [x], perm=perm)
+    y = ctx.emit("BatchNormalization", [x] + inputs[1:5], epsilon=float(attrs.get("eps", 1e-5)))
+    return ctx.emit("Transpose", [y], perm=list(np.argsort(perm))) if perm else y
+
+
+@builds("layer_norm")
+def _layer_norm(ctx, node, inputs, attrs):
+    rank = len(ctx.shape_of(node.inputs[0]))
+    axis = attrs.get("axis", -1)
+    axes = sorted(a % rank for a in ((axis,) if isinstance(axis, int) else axis))
+    if axes != list(range(axes[0], rank)):
+        raise Unsupported(f"axes {tuple(axes)} are not the trailing axes LayerNormalization normalizes")
+    inputs = _floats(ctx, node, inputs)
+    return ctx.emit("LayerNormalization", inputs, axis=axes[0], epsilon=float(attrs.get("eps", 1e-5)))
+
+
+@builds("softmax_cross_entropy")
+def _softmax_cross_entropy(ctx, node, inputs, attrs):
+    logits, labels = inputs
+    if len(ctx.shape_of(node.inputs[0])) != 2:
+        raise Unsupported("exported for (batch, classes) logits only")
+    labels = ctx.cast(labels, ctx.dtype_of(node.inputs[1]), np.int64)
+    return ctx.emit("SoftmaxCrossEntropyLoss", [logits, labels], reduction="mean")
+
+
+# --- recurrent ---------------------------------------------------------------------------------------
+
+# Rows of ONNX's gate blocks taken from PyTorch's: LSTM i, o, f, c from i, f, g, o; GRU z, r, h from r, z, n.
+GATES = {"lstm": (0, 3, 1, 2), "gru": (1, 0, 2)}
+
+
+def _check_views(ctx, node, hidden, final_widths):
+    """Every reader of the packed result must be a view of its h rows, or of the final row's states."""
+    for reader in ctx.graph.nodes():
+        if node.name not in reader.inputs:
+            continue
+        entries = reader.attributes.get("descriptors") if reader.op == "create_view" else None
+        if not entries or any(entry[0] == "dynamic" for entry in entries) or len(entries) < 3:
+            raise Unsupported(f"{reader.name} reads the packed result other than as a view of the outputs or "
+                              "final states")
+        rows, columns = entries[0], entries[2]
+        final = rows[0] == 0 and rows[3] == -1
+        limit = final_widths * hidden if final else hidden
+        if columns[0] == 0:
+            inside = 0 <= columns[3] < limit
+        else:
+            inside = columns[0] == 1 and columns[5] > 0 and columns[3] >= 0 and 0 <= columns[4] + columns[6] <= limit
+        if not inside:
+            raise Unsupported(f"{reader.name} reads gate values or per-step cell states, which ONNX's "
+                              f"{node.op.upper()} does not give")
+
+
+def _recurrent(ctx, node, inputs, attrs):
+    states = 2 if node.op == "lstm" else 1
+    x, rest = inputs[0], _floats(ctx, node, inputs[:1 + states + 4])[1:]
+    initial, (w_ih, w_hh, b_ih, b_hh) = rest[:states], rest[states:]
+    hidden = ctx.shape_of(node.inputs[1 + states + 1])[1]
+    _check_views(ctx, node, hidden, states)
+    x = ctx.cast(x, ctx.dtype_of(node.inputs[0]), node.dtype)
+    if attrs.get("layout", "btf") == "btf":
+        x = ctx.emit("Transpose", [x], perm=[1, 0, 2])
+    rows = np.concatenate([np.arange(gate * hidden, (gate + 1) * hidden) for gate in GATES[node.op]])
+    order = ctx.ints(rows)
+
+    def reordered(tensor):
+        return ctx.emit("Gather", [tensor, order], axis=0)
+    w = ctx.emit("Unsqueeze", [reordered(w_ih), ctx.ints(0)])
+    r = ctx.emit("Unsqueeze", [reordered(w_hh), ctx.ints(0)])
+    b = ctx.emit("Unsqueeze", [ctx.emit("Concat", [reordered(b_ih), reordered(b_hh)], axis=0), ctx.ints(0)])
+    lengths = ""
+    if len(inputs) > 1 + states + 4:
+        lengths = ctx.cast(inputs[-1], ctx.dtype_of(node.inputs[-1]), np.int32)
+    initial = [ctx.emit("Unsqueeze", [state, ctx.ints(0)]) for state in initial]
+    extra = {"linear_before_reset": 1} if node.op == "gru" else {}
+    outputs = ctx.emit(node.op.upper(), [x, w, r, b, lengths] + initial, outputs=2 + (node.op == "lstm"),
+                       hidden_size=int(hidden), **extra)
+    steps = ctx.emit("Squeeze", [outputs[0], ctx.ints(1)])                    # (T, B, H)
+    packed = ctx.emit("Concat", [steps, outputs[1]], axis=0)                 # h rows: (T + 1, B, H)
+    if node.op == "lstm":    # c: only its final row is read (checked above); the steps' rows are zeros
+        zeros = ctx.emit("Mul", [steps, ctx.const(0.0, node.dtype)])
+        packed = ctx.emit("Concat", [packed, ctx.emit("Concat", [zeros, outputs[2]], axis=0)], axis=2)
+    return packed
+
+
+builds("lstm", "gru")(_recurrent)

@@ -1,0 +1,306 @@
+"""gv.onnx export (issue 20): exported models run in onnxruntime and give graphview's inference outputs.
+
+The examples' MLP, CNN and LSTM, every op of the export table on small random inputs, symbolic batch
+dims, the checker, and the errors (all unsupported ops in one, a bad opset, before anything is written).
+"""
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import graphview as gv
+from graphview import layers as L
+from graphview.onnx import export as ex
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
+import mlp  # noqa: E402
+import sequence_digits  # noqa: E402
+
+
+def run_onnx(model, feeds):
+    """The model's outputs in onnxruntime's CPU provider, for the feeds its inputs name."""
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {i.name: feeds[i.name] for i in session.get_inputs()})
+
+
+def graphview_outputs(graph, feeds, outputs):
+    with gv.inference():
+        values = graph.output(feeds, outputs)
+    return [values[name] for name in outputs]
+
+
+def check_export(graph, outputs, feeds, rtol=1e-5, atol=1e-6, opset=17):
+    model = ex.to_model(graph, outputs, opset)
+    onnx.checker.check_model(model, full_check=True)
+    got, want = run_onnx(model, feeds), graphview_outputs(graph, feeds, outputs)
+    for name, a, b in zip(outputs, got, want):
+        assert a.dtype == b.dtype, name
+        assert a.shape == b.shape, name
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=name)
+    return model
+
+
+# --- the examples ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_mlp_logits_and_loss(dtype, tmp_path):
+    graph, feeds = mlp.build(batch=8)
+    if dtype == "float32":
+        graph = mlp_in_float32()
+        feeds = {"x": feeds["x"].astype(np.float32), "y": feeds["y"]}
+    logits = graph.node("loss").inputs[0]
+    check_export(graph, [logits, "loss"], feeds, rtol=1e-5 if dtype == "float32" else 1e-12)
+    path = ex.export(graph, tmp_path / "mlp.onnx", logits)
+    loaded = onnx.load(path)
+    assert [i.name for i in loaded.graph.input] == ["x"]
+    assert {i.name for i in loaded.graph.initializer} >= {"hidden/w", "hidden/b", "output/w", "output/b"}
+
+
+def mlp_in_float32():
+    r = np.random.default_rng(0)
+    g = gv.Graph("mlp32")
+    x = g.placeholder("x", (None, 4), "float32")
+    y = g.placeholder("y", (None,), "int64")
+    with g.name_scope("hidden"):
+        w1, b1 = g.var("w", r.normal(0, 0.5, (4, 5)).astype(np.float32)), g.var("b", r.normal(size=5).astype(np.float32))
+    with g.name_scope("output"):
+        w2, b2 = g.var("w", r.normal(0, 0.5, (5, 3)).astype(np.float32)), g.var("b", r.normal(size=3).astype(np.float32))
+    logits = g.nn.tanh(x @ w1 + b1) @ w2 + b2
+    g.loss.softmax_cross_entropy(logits, y, name="loss")
+    return g
+
+
+def cnn(dtype, seed=0):
+    """examples/cnn_digits.py's model (conv, relu, batch norm with trained-looking running stats, max pool,
+    flatten, dropout, dense)."""
+    g = gv.Graph("cnn")
+    x = g.placeholder("x", (None, 1, 8, 8), dtype)
+    model = gv.Sequential([
+        L.Conv2D(16, 3, padding="same"), L.ReLU(),
+        L.Conv2D(32, 3, padding="same"), L.BatchNorm(), L.ReLU(), L.MaxPool2D(2),
+        L.Flatten(), L.Dropout(0.25), L.Dense(10),
+    ], name="net", seed=seed)
+    logits = model(x)
+    r = np.random.default_rng(seed)
+    g.set_value("net/batch_norm/running_mean", r.normal(0, 0.1, 32).astype(dtype))
+    g.set_value("net/batch_norm/running_var", r.uniform(0.5, 2.0, 32).astype(dtype))
+    return g, logits.name
+
+
+def test_cnn_float32_matches_and_batch_is_symbolic():
+    graph, logits = cnn("float32")
+    model = ex.to_model(graph, logits)
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    for batch in (5, 2):
+        x = np.random.default_rng(batch).normal(size=(batch, 1, 8, 8)).astype(np.float32)
+        check_export(graph, [logits], {"x": x}, rtol=1e-5, atol=1e-5)
+    ops = {node.op_type for node in model.graph.node}
+    assert {"Conv", "BatchNormalization", "MaxPool", "Reshape", "Identity", "MatMul"} <= ops
+
+
+def test_cnn_float64_cannot_run_conv_in_onnxruntime_but_checks():
+    graph, logits = cnn("float64")
+    model = ex.to_model(graph, logits)
+    onnx.checker.check_model(model, full_check=True)   # onnxruntime's CPU build has no float64 Conv
+    assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.DOUBLE
+
+
+def test_lstm_with_lengths_matches():
+    graph, logits = sequence_digits.build_model(hidden=5, dtype="float32")
+    r = np.random.default_rng(3)
+    outputs = [logits.name, "net/lstm/permute", "net/lstm/create_view_2", "net/lstm/create_view_3"]
+    for batch, steps in ((4, 7), (3, 2)):
+        lengths = r.integers(0, steps + 1, batch)
+        lengths[0] = steps
+        x = r.uniform(0, 1, (batch, steps, 8)).astype(np.float32)
+        x[np.arange(steps)[None, :] >= lengths[:, None]] = 1e6    # padding changes nothing
+        check_export(graph, outputs, {"x": x, "seq_len": lengths}, rtol=1e-5, atol=1e-6)
+    model = ex.to_model(graph, logits.name)
+    assert [i.name for i in model.graph.input] == ["x", "seq_len"]
+    assert model.graph.input[0].type.tensor_type.shape.dim[1].dim_param == "x_d1"
+
+
+def test_lstm_gate_values_are_not_exported():
+    g = gv.Graph()
+    x = g.placeholder("x", (None, 3, 2), "float32")
+    r = np.random.default_rng(0)
+    weights = [g.var(n, r.normal(size=s).astype(np.float32)) for n, s in
+               (("wi", (16, 2)), ("wh", (16, 4)), ("bi", (16,)), ("bh", (16,)))]
+    outputs, _, _ = g.nn.lstm(x, g.constant("h0", np.zeros((2, 4), np.float32)), g.constant("c0", np.zeros((2, 4), np.float32)),
+                              *weights)
+    packed = outputs.node.inputs[0]
+    while g.node(packed).op != "lstm":
+        packed = g.node(packed).inputs[0]
+    gates = g.shape.create_view(g[packed], gv.all(), gv.all(), gv.interval(8, 12), name="gates")
+    with pytest.raises(ex.UnsupportedOpsError, match=r"lstm: .*gates reads gate values"):
+        ex.to_model(g, [outputs.name, gates.name])
+
+
+# --- the op table, op by op -------------------------------------------------------------------------
+
+R = np.random.default_rng(7)
+X = R.normal(size=(2, 3, 4)).astype(np.float32)
+POSITIVE = np.abs(X) + 0.5
+
+
+def v(g, name, shape, dtype="float32", scale=1.0):
+    return g.var(name, (R.normal(size=shape) * scale).astype(dtype))
+
+
+def stats(g, n):
+    """Running mean and variance for batch_norm (state, not parameters)."""
+    return (g.var("mean", R.normal(size=n).astype("float32"), trainable=False),
+            g.var("var", R.uniform(0.5, 2, n).astype("float32"), trainable=False))
+
+
+CASES = {
+    "abs": lambda g, x: g.math.abs(x), "neg": lambda g, x: -x, "exp": lambda g, x: g.math.exp(x),
+    "log": lambda g, x: g.math.log(g.math.abs(x) + 0.5), "sqrt": lambda g, x: g.math.sqrt(g.math.abs(x)),
+    "tanh": lambda g, x: g.math.tanh(x), "sigmoid": lambda g, x: g.nn.sigmoid(x), "relu": lambda g, x: g.nn.relu(x),
+    "sin": lambda g, x: g.math.sin(x), "cos": lambda g, x: g.math.cos(x), "sign": lambda g, x: g.math.sign(x),
+    "reciprocal": lambda g, x: g.math.reciprocal(g.math.abs(x) + 1), "square": lambda g, x: g.math.square(x),
+    "softplus": lambda g, x: g.nn.softplus(x * 10), "gelu": lambda g, x: g.nn.gelu(x),
+    "leaky_relu": lambda g, x: g.nn.leaky_relu(x, alpha=0.2), "elu": lambda g, x: g.nn.elu(x, alpha=0.7),
+    "selu": lambda g, x: g.nn.selu(x), "hard_tanh": lambda g, x: g.nn.hard_tanh(x * 2),
+    "silu": lambda g, x: g.nn.silu(x), "log_sigmoid": lambda g, x: g.nn.log_sigmoid(x * 10),
+    "add": lambda g, x: x + v(g, "b", (4,)), "sub": lambda g, x: 2.0 - x, "mul": lambda g, x: x * v(g, "b", (3, 1)),
+    "div": lambda g, x: x / (g.math.abs(v(g, "b", (4,))) + 1), "pow": lambda g, x: g.math.pow(g.math.abs(x), 1.5),
+    "maximum": lambda g, x: g.math.maximum(x, v(g, "b", (4,))), "minimum": lambda g, x: g.math.minimum(x, 0.1),
+    "matmul": lambda g, x: x @ v(g, "w", (4, 5)),
+    "eq": lambda g, x: g.math.cast(g.math.eq(g.nn.relu(x), 0.0), "float32"),
+    "ne": lambda g, x: g.math.cast(g.math.ne(g.nn.relu(x), 0.0), "float32"),
+    "lt": lambda g, x: g.math.cast(g.math.lt(x, 0.1), "float32"), "le": lambda g, x: g.math.cast(x <= 0.1, "float32"),
+    "gt": lambda g, x: g.math.cast(x > 0.1, "float32"), "ge": lambda g, x: g.math.cast(x >= 0.1, "float32"),
+    "where": lambda g, x: g.math.where(x > 0, x, x * 3), "cast": lambda g, x: g.math.cast(x * 3, "int64"),
+    "sum": lambda g, x: g.math.sum(x, axis=(0, 2)), "mean": lambda g, x: g.math.mean(x, axis=1, keepdims=True),
+    "max": lambda g, x: g.math.max(x, axis=-1), "min": lambda g, x: g.math.min(x),
+    "prod": lambda g, x: g.math.prod(x, axis=2), "logsumexp": lambda g, x: g.math.logsumexp(x, axis=1),
+    "argmax": lambda g, x: g.math.argmax(x, axis=1), "argmin": lambda g, x: g.math.argmin(x, axis=2, keepdims=True),
+    "softmax": lambda g, x: g.nn.softmax(x), "softmax (two axes)": lambda g, x: g.nn.softmax(x, axis=(1, 2)),
+    "log_softmax": lambda g, x: g.nn.log_softmax(x, axis=1),
+    "log_softmax (two axes)": lambda g, x: g.nn.log_softmax(x, axis=(0, 2)),
+    "create_view": lambda g, x: x[1:, None, ::-2, -1], "create_view (inclusive)": lambda g, x: x[..., -1, 1:3],
+    "reshape": lambda g, x: g.shape.reshape(x, (-1, 4)), "permute": lambda g, x: g.shape.permute(x, (2, 0, 1)),
+    "transpose": lambda g, x: g.linalg.transpose(x), "squeeze": lambda g, x: g.shape.squeeze(x[:, :1], axis=1),
+    "expand_dims": lambda g, x: g.shape.expand_dims(x, (0, -1)),
+    "broadcast_to": lambda g, x: g.shape.broadcast_to(x[:, :1], (2, 5, 4)),
+    "concat": lambda g, x: g.shape.concat([x, x * 2], axis=1), "stack": lambda g, x: g.shape.stack([x, -x], axis=2),
+    "gather": lambda g, x: g.shape.gather(x, g.constant("idx", np.array([2, 0, 2])), axis=1),
+    "embedding": lambda g, x: g.nn.embedding(g.math.cast(g.math.abs(x) * 2, "int64"), v(g, "table", (6, 3))),
+    "pad": lambda g, x: g.shape.pad(x, ((0, 0), (1, 2), (2, 0)), value=0.5),
+    "pad (reflect)": lambda g, x: g.shape.pad(x, ((0, 0), (1, 1), (2, 1)), mode="reflect"),
+    "dropout": lambda g, x: g.nn.dropout(x, 0.5),
+    "layer_norm": lambda g, x: g.nn.layer_norm(x, v(g, "gamma", (4,)), v(g, "beta", (4,))),
+    "layer_norm (two axes)": lambda g, x: g.nn.layer_norm(x, v(g, "gamma", (3, 4)), v(g, "beta", (3, 4)), axis=(1, 2)),
+    "batch_norm": lambda g, x: g.nn.batch_norm(x, v(g, "ga", (3,)), v(g, "be", (3,)), *stats(g, 3)),
+    "batch_norm (last axis)": lambda g, x: g.nn.batch_norm(x, v(g, "ga", (4,)), v(g, "be", (4,)), *stats(g, 4), axis=-1),
+    "conv1d": lambda g, x: g.nn.conv1d(x, v(g, "w", (5, 3, 2)), v(g, "b", (5,)), padding=((1, 2),), stride=2),
+    "conv1d (bwc, dilated)": lambda g, x: g.nn.conv1d(x, v(g, "w", (2, 4, 2)), layout="bwc", dilation=2),
+    "max_pool1d": lambda g, x: g.nn.max_pool1d(x, 2, stride=1, padding=1),
+    "avg_pool1d": lambda g, x: g.nn.avg_pool1d(x, 3, stride=1, padding=1),
+    "avg_pool1d (no pad count)": lambda g, x: g.nn.avg_pool1d(x, 3, stride=2, padding=1, count_include_pad=False),
+    "global_avg_pool": lambda g, x: g.nn.global_avg_pool(x, layout="bcw"),
+    "global_avg_pool (bwc)": lambda g, x: g.nn.global_avg_pool(x, layout="bwc"),
+    "masked_sum": lambda g, x: gv.masked_sum(x, g["lengths"], axis=1),
+    "masked_mean": lambda g, x: gv.masked_mean(x, g["lengths"], axis=(1, 2), keepdims=True),
+    "masked_max": lambda g, x: gv.masked_max(x, g["lengths"], axis=1),
+    "masked_min": lambda g, x: gv.masked_min(x, g["lengths"], axis=1),
+    "assign_": lambda g, x: g.assign_(v(g, "s", (3, 4, 5))[1:, 2, ::2], x[0, :2, :3]),
+    "add_": lambda g, x: g.add_(v(g, "s", (2, 3, 4))[:, 1], x[:, 0]),
+    "sub_": lambda g, x: g.sub_(v(g, "s", (4, 3)), 1.5),
+    "mul_": lambda g, x: g.mul_(v(g, "s", (2, 3, 4))[..., 1:3], x[..., :2]),
+    "div_": lambda g, x: g.div_(v(g, "s", (2, 3, 4))[0], g.math.abs(x[1]) + 1),
+}
+IMAGE_CASES = {
+    "conv2d": lambda g, x: g.nn.conv2d(x, v(g, "w", (4, 2, 3, 2)), v(g, "b", (4,)), padding=((1, 0), (2, 1)),
+                                       stride=(2, 1)),
+    "conv2d (bhwc, groups)": lambda g, x: g.nn.conv2d(x, v(g, "w", (4, 2, 2, 2)), layout="bhwc", groups=2),
+    "max_pool2d": lambda g, x: g.nn.max_pool2d(x, (2, 3), stride=(1, 2), padding=(1, 1)),
+    "avg_pool2d": lambda g, x: g.nn.avg_pool2d(x, 2, stride=2),
+    "avg_pool2d (padded)": lambda g, x: g.nn.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False),
+    "global_avg_pool (bchw)": lambda g, x: g.nn.global_avg_pool(x),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_op_matches_onnxruntime(case):
+    g = gv.Graph("case")
+    x = g.placeholder("x", (None, 3, 4), "float32")
+    g.placeholder("lengths", (None,), "int64")
+    out = CASES[case](g, x)
+    feeds = {"x": X, "lengths": np.array([2, 3])}
+    model = check_export(g, [out.name], feeds, rtol=1e-5, atol=1e-6)
+    op = case.split(" ")[0]
+    assert g.node(out.name).op == op or op in {node.op for node in g.nodes()}
+    del model
+
+
+@pytest.mark.parametrize("case", sorted(IMAGE_CASES))
+def test_image_op_matches_onnxruntime(case):
+    g = gv.Graph("case")
+    shape = (None, 5, 6, 6) if "bhwc" in case else (None, 6, 5, 6)
+    shape = (None, 5, 6, 4) if "bhwc" in case else (None, 2, 5, 6)
+    x = g.placeholder("x", shape, "float32")
+    out = IMAGE_CASES[case](g, x)
+    check_export(g, [out.name], {"x": R.normal(size=(2,) + shape[1:]).astype(np.float32)}, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["exp", "matmul", "softmax", "create_view", "assign_", "masked_mean", "layer_norm"])
+def test_float64_ops(case):
+    g = gv.Graph("case")
+    x = g.placeholder("x", (None, 3, 4), "float64")
+    g.placeholder("lengths", (None,), "int64")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.modules[__name__], "v", lambda g, name, shape, dtype="float64": g.var(
+            name, R.normal(size=shape)))
+        out = CASES[case](g, x)
+    check_export(g, [out.name], {"x": X.astype(np.float64), "lengths": np.array([2, 3])}, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("opset", [17, 18, 20, 21])
+def test_opsets(opset):
+    g = gv.Graph()
+    x = g.placeholder("x", (None, 3, 4), "float32")
+    out = g.nn.gelu(g.math.mean(x, axis=1) + g.math.max(x, axis=(1,)))
+    model = check_export(g, [out.name], {"x": X}, opset=opset)
+    assert model.opset_import[0].version == opset
+    assert ("Gelu" in {node.op_type for node in model.graph.node}) == (opset >= 20)
+
+
+@pytest.mark.parametrize("opset", [16, 22, "17", 17.0, True])
+def test_bad_opset_is_refused(opset, tmp_path):
+    graph, _ = mlp.build()
+    with pytest.raises(ex.OnnxExportError, match="opset must be an int from 17 to 21"):
+        ex.export(graph, tmp_path / "m.onnx", "loss", opset=opset)
+    assert not (tmp_path / "m.onnx").exists()
+
+
+def test_unsupported_ops_are_listed_in_one_error(tmp_path):
+    g = gv.Graph("odd")
+    x = g.placeholder("x", (None, 4), "float32")
+    a = g.random.normal((2, 4), name="noise")
+    b = g.loss.mean_squared_error(x, x * 2, name="mse")
+    c = g.loss.mean_squared_error(x, x * 3, name="mse2")
+    with pytest.raises(ex.UnsupportedOpsError) as caught:
+        ex.export(g, tmp_path / "odd.onnx", [a, b.name, c, x + 1])
+    message = str(caught.value)
+    assert "3 node(s) of 2 op(s)" in message
+    assert "mean_squared_error: mse (no ONNX form), mse2 (no ONNX form)" in message
+    assert "normal: noise (no ONNX form)" in message
+    assert set(caught.value.unsupported) == {"mean_squared_error", "normal"}
+    assert isinstance(caught.value, gv.GraphviewError)
+    assert not (tmp_path / "odd.onnx").exists()
+
+
+def test_bad_outputs_are_refused():
+    graph, _ = mlp.build()
+    with pytest.raises(gv.UnknownNameError, match="logitz"):
+        ex.to_model(graph, "logitz")
+    with pytest.raises(ex.OnnxExportError, match="at least one output"):
+        ex.to_model(graph, [])
+    with pytest.raises(ex.OnnxExportError, match="more than once"):
+        ex.to_model(graph, ["loss", "loss"])

@@ -140,6 +140,28 @@ def test_lstm_gate_values_are_not_exported():
         ex.to_model(g, [outputs.name, gates.name])
 
 
+@pytest.mark.parametrize("op", ["lstm", "gru"])
+@pytest.mark.parametrize("layout", ["btf", "tbf"])
+def test_recurrent_with_initial_states_and_lengths_matches(op, layout):
+    """Given initial states and a length of 0 (whose final states are the initial ones), both layouts."""
+    g = gv.Graph()
+    x = g.placeholder("x", (None, None, 3), "float32")
+    lengths = g.placeholder("lengths", (None,), "int64")
+    states = [g.placeholder(name, (None, 4), "float32") for name in ("h0", "c0")[:2 if op == "lstm" else 1]]
+    r = np.random.default_rng(1)
+    gates = 16 if op == "lstm" else 12
+    weights = [g.var(n, r.normal(0, 0.5, s).astype(np.float32)) for n, s in
+               (("wi", (gates, 3)), ("wh", (gates, 4)), ("bi", (gates,)), ("bh", (gates,)))]
+    results = getattr(g.nn, op)(x, *states, *weights, lengths=lengths, layout=layout)
+    batch, steps = 3, 5
+    values = r.normal(size=(batch, steps, 3) if layout == "btf" else (steps, batch, 3)).astype(np.float32)
+    feeds = {"x": values, "lengths": np.array([5, 2, 0]), "h0": r.normal(size=(batch, 4)).astype(np.float32),
+             "c0": r.normal(size=(batch, 4)).astype(np.float32)}
+    feeds = {name: feeds[name] for name in ["x", "lengths"] + [state.name for state in states]}
+    model = check_export(g, [result.name for result in results], feeds)
+    assert op.upper() in {node.op_type for node in model.graph.node}
+
+
 # --- the op table, op by op -------------------------------------------------------------------------
 
 R = np.random.default_rng(7)
@@ -219,6 +241,9 @@ IMAGE_CASES = {
     "conv2d": lambda g, x: g.nn.conv2d(x, v(g, "w", (4, 2, 3, 2)), v(g, "b", (4,)), padding=((1, 0), (2, 1)),
                                        stride=(2, 1)),
     "conv2d (bhwc, groups)": lambda g, x: g.nn.conv2d(x, v(g, "w", (4, 2, 2, 2)), layout="bhwc", groups=2),
+    "conv_transpose2d": lambda g, x: g.nn.conv_transpose2d(x, v(g, "w", (2, 6, 3, 2)), v(g, "b", (12,)), stride=(2, 3),
+                                                           padding=((1, 0), (0, 1)), output_padding=(1, 2), groups=2),
+    "conv_transpose2d (bhwc)": lambda g, x: g.nn.conv_transpose2d(x, v(g, "w", (4, 3, 2, 2)), layout="bhwc", stride=2),
     "max_pool2d": lambda g, x: g.nn.max_pool2d(x, (2, 3), stride=(1, 2), padding=(1, 1)),
     "avg_pool2d": lambda g, x: g.nn.avg_pool2d(x, 2, stride=2),
     "avg_pool2d (padded)": lambda g, x: g.nn.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False),

@@ -31,15 +31,16 @@ def _floats(ctx, node, inputs):
     return [ctx.cast(t, ctx.dtype_of(n), node.dtype) for t, n in zip(inputs, node.inputs)]
 
 
-@builds("conv1d", "conv2d")
+@builds("conv1d", "conv2d", "conv_transpose2d")
 def _conv(ctx, node, inputs, attrs):
     spatial = 1 if node.op == "conv1d" else 2
     layout = attrs.get("layout", "bcw" if spatial == 1 else "bchw")
     inputs = _floats(ctx, node, inputs)
     x = _first(ctx, inputs[0], layout)
-    y = ctx.emit("Conv", [x] + inputs[1:], strides=list(attrs.get("stride", (1,) * spatial)),
+    extra = {"output_padding": list(attrs["output_padding"])} if node.op == "conv_transpose2d" else {}
+    y = ctx.emit("ConvTranspose" if extra else "Conv", [x] + inputs[1:], strides=list(attrs.get("stride", (1,) * spatial)),
                  pads=_pads(attrs.get("padding", ((0, 0),) * spatial)), dilations=list(attrs.get("dilation", (1,) * spatial)),
-                 group=int(attrs.get("groups", 1)))
+                 group=int(attrs.get("groups", 1)), **extra)
     return _back(ctx, y, layout)
 
 
@@ -151,11 +152,15 @@ def _recurrent(ctx, node, inputs, attrs):
     extra = {"linear_before_reset": 1} if node.op == "gru" else {}
     outputs = ctx.emit(node.op.upper(), [x, w, r, b, lengths] + initial, outputs=2 + (node.op == "lstm"),
                        hidden_size=int(hidden), **extra)
+    finals = outputs[1:]
+    if lengths:     # onnxruntime gives final states of 0 for a length of 0; graphview the initial states
+        empty = ctx.emit("Unsqueeze", [ctx.emit("Equal", [lengths, ctx.const(0, np.int32)]), ctx.ints([0, 2])])
+        finals = [ctx.emit("Where", [empty, state, final]) for state, final in zip(initial, finals)]
     steps = ctx.emit("Squeeze", [outputs[0], ctx.ints(1)])                    # (T, B, H)
-    packed = ctx.emit("Concat", [steps, outputs[1]], axis=0)                 # h rows: (T + 1, B, H)
+    packed = ctx.emit("Concat", [steps, finals[0]], axis=0)                  # h rows: (T + 1, B, H)
     if node.op == "lstm":    # c: only its final row is read (checked above); the steps' rows are zeros
         zeros = ctx.emit("Mul", [steps, ctx.const(0.0, node.dtype)])
-        packed = ctx.emit("Concat", [packed, ctx.emit("Concat", [zeros, outputs[2]], axis=0)], axis=2)
+        packed = ctx.emit("Concat", [packed, ctx.emit("Concat", [zeros, finals[1]], axis=0)], axis=2)
     return packed
 
 

@@ -380,3 +380,53 @@ def _inplace(ctx, node, inputs, attrs):
         value = ctx.emit(INPLACE[node.op], [ctx.emit("Gather", [flat, index], axis=0), value])
     written = ctx.emit("ScatterND", [flat, ctx.emit("Unsqueeze", [index, ctx.ints(-1)]), value])
     return ctx.emit("Reshape", [written, shape])
+
+
+# --- shapes computed at run time ------------------------------------------------------------------------
+
+def _dims(ctx, x, start, stop):
+    return ctx.emit("Slice", [ctx.emit("Shape", [x]), ctx.ints(start), ctx.ints(stop)])
+
+
+@builds("merge_axes", "merge_axes_copy")
+def _merge_axes(ctx, node, inputs, attrs):
+    x, start, stop = inputs[0], attrs["start"], attrs["stop"]
+    merged = ctx.emit("ReduceProd", [_dims(ctx, x, start, stop)], keepdims=1)
+    shape = ctx.emit("Concat", [_dims(ctx, x, 0, start), merged, _dims(ctx, x, stop, INT64_MAX)], axis=0)
+    return ctx.emit("Reshape", [x, shape])
+
+
+@builds("split_axis")
+def _split_axis(ctx, node, inputs, attrs):
+    x = inputs[0]
+    axis = _axes(attrs["axis"], len(ctx.shape_of(node.inputs[0])))[0]
+    shape = ctx.emit("Concat", [_dims(ctx, x, 0, axis), ctx.ints(attrs["sizes"]), _dims(ctx, x, axis + 1, INT64_MAX)],
+                     axis=0)
+    return ctx.emit("Reshape", [x, shape])
+
+
+@builds("reshape_like", "broadcast_like")
+def _like(ctx, node, inputs, attrs):
+    x, like = inputs
+    return ctx.emit("Reshape" if node.op == "reshape_like" else "Expand", [x, ctx.emit("Shape", [like])])
+
+
+@builds("numel")
+def _numel(ctx, node, inputs, attrs):
+    rank = len(ctx.shape_of(node.inputs[0]))
+    axis = attrs.get("axis")
+    sizes = ctx.emit("Shape", [inputs[0]])
+    if axis is not None:
+        sizes = ctx.emit("Gather", [sizes, ctx.ints(_axes(axis, rank))], axis=0)
+    return ctx.cast(ctx.emit("ReduceProd", [sizes], keepdims=0), np.int64, node.dtype)
+
+
+@builds("step")
+def _step(ctx, node, inputs, attrs):
+    (x,) = _as_node_dtype(ctx, node, inputs)
+    return ctx.cast(ctx.emit("Greater", [x, ctx.const(0, node.dtype)]), np.bool_, node.dtype)
+
+
+@builds("check_lengths")
+def _check_lengths(ctx, node, inputs, attrs):
+    return ctx.emit("Identity", inputs[:1])     # the run-time range check is lost (ONNX has no assertion)

@@ -493,3 +493,7 @@ CASTS = {
     np.dtype(np.int64): unary(to_int64_scalar),
     np.dtype(np.bool_): unary(to_bool_scalar),
 }
+# Unary ops on strided operands: the copy's strided form and their flat form (launch.Elementwise.staged).
+for _kernel in [k for k in vars().values() if isinstance(k, Elementwise) and k.arity == 1] + list(CASTS.values()):
+    _kernel.staging = copy if _kernel is not copy else None
+del _kernel

@@ -103,6 +103,8 @@ class Elementwise:
         # Outputs of at least this many elements are computed in chunks on threads.
         self.threshold = threshold
         self.contiguous = _flat_caller(self.flat_form, arity)
+        # For unary ops but the copy itself: the copy kernel, through which strided operands go (staged).
+        self.staging = None
 
     def strided(self, *arrays):
         if any(a.ndim != RANK for a in arrays):
@@ -116,6 +118,8 @@ class Elementwise:
         shape = out.shape
         dtypes = tuple(a.dtype for a in arrays)
         if not out.flags.c_contiguous or not all(fits_contiguous(a, shape) for a in arrays[:-1]):
+            if self.staging is not None and arrays[0].shape == shape:
+                return self.staged(arrays[0], out)
             strided = self.strided_form(dtypes)
             for block in four_axis_blocks(arrays):
                 strided(*block)
@@ -131,6 +135,19 @@ class Elementwise:
                        for lo, hi in chunks(size // period)]
             for future in futures:
                 future.result()
+        return out
+
+    def staged(self, a, out):
+        """A unary op on strided operands of one shape through the flat form and ``self.staging`` (the
+        copy kernel): the input copied into a C-contiguous buffer, the result into ``out``. One strided
+        kernel per dtype (the copy's) then serves every unary op, instead of one strided form per op
+        and dtype, each compiled on first use; the values are the same, computed by the same scalar
+        function. Costs a pass over memory more than the strided form."""
+        if not a.flags.c_contiguous:
+            a = self.staging(a, np.empty(a.shape, a.dtype))
+        if out.flags.c_contiguous:
+            return self(a, out)
+        self.staging(self(a, np.empty(out.shape, out.dtype)), out)
         return out
 
     def __repr__(self):

@@ -41,8 +41,7 @@ def _axes(axis, rank):
 # --- element-wise ---------------------------------------------------------------------------------
 
 UNARY = {"abs": "Abs", "neg": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "tanh": "Tanh", "sin": "Sin",
-         "cos": "Cos", "sigmoid": "Sigmoid", "relu": "Relu", "sign": "Sign", "reciprocal": "Reciprocal",
-         "softplus": "Softplus"}
+         "cos": "Cos", "sigmoid": "Sigmoid", "relu": "Relu", "sign": "Sign", "reciprocal": "Reciprocal"}
 BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow", "maximum": "Max",
           "minimum": "Min", "matmul": "MatMul"}
 COMPARE = {"eq": "Equal", "lt": "Less", "le": "LessOrEqual", "gt": "Greater", "ge": "GreaterOrEqual",
@@ -89,19 +88,56 @@ def _cast(ctx, node, inputs, attrs):
     return ctx.emit("Cast", inputs, to=ctx.onnx.helper.np_dtype_to_tensor_dtype(node.dtype))
 
 
+# ONNX's float attributes (alpha, gamma) are float32, and onnxruntime's CPU build has no float64 Elu, Selu or
+# Softplus: in float64 these are spelled out with float64 constants.
+
+def _negative_part(ctx, node, x, negative):
+    return ctx.emit("Where", [ctx.emit("Greater", [x, ctx.const(0, node.dtype)]), x, negative])
+
+
+def _expm1_times(ctx, node, x, alpha):
+    return ctx.emit("Mul", [ctx.const(alpha, node.dtype), ctx.emit("Sub", [ctx.emit("Exp", [x]), ctx.const(1, node.dtype)])])
+
+
+def _softplus_of(ctx, node, x):
+    if node.dtype != np.float64:
+        return ctx.emit("Softplus", [x])
+    tail = ctx.emit("Log", [ctx.emit("Add", [ctx.const(1, node.dtype), ctx.emit("Exp", [ctx.emit("Neg", [
+        ctx.emit("Abs", [x])])])])])
+    return ctx.emit("Add", [ctx.emit("Relu", [x]), tail])
+
+
 @builds("leaky_relu")
 def _leaky_relu(ctx, node, inputs, attrs):
-    return ctx.emit("LeakyRelu", _as_node_dtype(ctx, node, inputs), alpha=float(attrs.get("alpha", 0.01)))
+    (x,) = _as_node_dtype(ctx, node, inputs)
+    alpha = float(attrs.get("alpha", 0.01))
+    if node.dtype != np.float64:
+        return ctx.emit("LeakyRelu", [x], alpha=alpha)
+    return _negative_part(ctx, node, x, ctx.emit("Mul", [x, ctx.const(alpha, node.dtype)]))
 
 
 @builds("elu")
 def _elu(ctx, node, inputs, attrs):
-    return ctx.emit("Elu", _as_node_dtype(ctx, node, inputs), alpha=float(attrs.get("alpha", 1.0)))
+    (x,) = _as_node_dtype(ctx, node, inputs)
+    alpha = float(attrs.get("alpha", 1.0))
+    if node.dtype != np.float64:
+        return ctx.emit("Elu", [x], alpha=alpha)
+    return _negative_part(ctx, node, x, _expm1_times(ctx, node, x, alpha))
 
 
 @builds("selu")
 def _selu(ctx, node, inputs, attrs):
-    return ctx.emit("Selu", _as_node_dtype(ctx, node, inputs), alpha=SELU_ALPHA, gamma=SELU_SCALE)
+    (x,) = _as_node_dtype(ctx, node, inputs)
+    if node.dtype != np.float64:
+        return ctx.emit("Selu", [x], alpha=SELU_ALPHA, gamma=SELU_SCALE)
+    elu = _negative_part(ctx, node, x, _expm1_times(ctx, node, x, SELU_ALPHA))
+    return ctx.emit("Mul", [elu, ctx.const(SELU_SCALE, node.dtype)])
+
+
+@builds("softplus")
+def _softplus(ctx, node, inputs, attrs):
+    (x,) = _as_node_dtype(ctx, node, inputs)
+    return _softplus_of(ctx, node, x)
 
 
 @builds("hard_tanh")
@@ -119,7 +155,7 @@ def _silu(ctx, node, inputs, attrs):
 @builds("log_sigmoid")
 def _log_sigmoid(ctx, node, inputs, attrs):
     (x,) = _as_node_dtype(ctx, node, inputs)
-    return ctx.emit("Neg", [ctx.emit("Softplus", [ctx.emit("Neg", [x])])])
+    return ctx.emit("Neg", [_softplus_of(ctx, node, ctx.emit("Neg", [x]))])
 
 
 @builds("gelu")

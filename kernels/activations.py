@@ -17,6 +17,7 @@ from numba import njit
 from numba.core import types
 from numba.extending import intrinsic, overload, register_jitable
 
+from . import elementwise
 from .launch import RANK, array_type, flat, four_axis_blocks, writable
 from .threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD, WORKERS, chunks, pool
 
@@ -60,6 +61,14 @@ class Parametric:
         params = tuple(float(value) for value in np.asarray(params, np.float64).reshape(-1))
         writable(out)
         if not (out.flags.c_contiguous and x.flags.c_contiguous and x.shape == out.shape):
+            if x.shape == out.shape:
+                # Through the copy kernel and the flat form, as launch.Elementwise.staged: the copy's
+                # strided form (one per dtype) serves every activation.
+                if not x.flags.c_contiguous:
+                    x = elementwise.copy(x, np.empty(x.shape, x.dtype))
+                if out.flags.c_contiguous:
+                    return self(x, out, params)
+                return elementwise.copy(self(x, np.empty(out.shape, out.dtype), params), out)
             strided = self.entry("strided", x, out, len(params))
             for block in four_axis_blocks((x, out)):
                 strided(block[0], params, block[1])

@@ -245,6 +245,11 @@ CASES = {
     "masked_mean": lambda g, x: gv.masked_mean(x, g["lengths"], axis=(1, 2), keepdims=True),
     "masked_max": lambda g, x: gv.masked_max(x, g["lengths"], axis=1),
     "masked_min": lambda g, x: gv.masked_min(x, g["lengths"], axis=1),
+    "masked_softmax": lambda g, x: gv.masked_softmax(x, g["lengths"]),
+    "masked_log_softmax": lambda g, x: gv.masked_log_softmax(x, g["lengths"]),
+    "masked_logsumexp": lambda g, x: gv.masked_logsumexp(x, g["lengths"], axis=(1, 2)),
+    "masked_count": lambda g, x: graph_op("masked_count", x, g["lengths"], axis=1),
+    "causal_mask": lambda g, x: g.nn.scaled_dot_product_attention(x, x * 2, x * 3, causal=True),
     "assign_": lambda g, x: g.assign_(v(g, "s", (3, 4, 5))[1:, 2, ::2], x[0, :2, :3]),
     "add_": lambda g, x: g.add_(v(g, "s", (2, 3, 4))[:, 1], x[:, 0]),
     "sub_": lambda g, x: g.sub_(v(g, "s", (4, 3)), 1.5),
@@ -281,7 +286,7 @@ def build_case(cases, case, dtype):
             patch.setattr(sys.modules[__name__], "stats", lambda g, n: (
                 g.var("mean", R.normal(size=n), trainable=False), g.var("var", R.uniform(0.5, 2, n), trainable=False)))
         out = cases[case](g, x)
-    feeds = {"x": X if cases is CASES else R.normal(size=(2,) + shape[1:]), "lengths": np.array([2, 3])}
+    feeds = {"x": X if cases is CASES else R.normal(size=(2,) + shape[1:]), "lengths": np.array([0, 2])}
     feeds["x"] = feeds["x"].astype(dtype)
     return g, out.name, feeds
 

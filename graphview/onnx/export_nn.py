@@ -8,7 +8,7 @@ time-major, the lengths ``sequence_lens``; their packed result is rebuilt for th
 """
 import numpy as np
 
-from graphview.onnx.export_ops import Unsupported, builds, reduce
+from graphview.onnx.export_ops import Unsupported, builds, reduce, sequence_mask
 
 CHANNELS_LAST = {"bwc": [0, 2, 1], "bhwc": [0, 3, 1, 2]}
 BACK = {"bwc": [0, 2, 1], "bhwc": [0, 2, 3, 1]}
@@ -165,3 +165,52 @@ def _recurrent(ctx, node, inputs, attrs):
 
 
 builds("lstm", "gru")(_recurrent)
+
+
+# --- attention's causal mask and the masked softmaxes -----------------------------------------------
+
+@builds("causal_mask")
+def _causal_mask(ctx, node, inputs, attrs):
+    shape = ctx.emit("Shape", [inputs[0]])
+    queries, keys = (ctx.emit("Range", [ctx.const(0, np.int64), ctx.emit("Gather", [shape, ctx.ints(axis)], axis=0),
+                                        ctx.const(1, np.int64)]) for axis in (-2, -1))
+    return ctx.emit("LessOrEqual", [ctx.emit("Unsqueeze", [keys, ctx.ints(0)]),
+                                    ctx.emit("Unsqueeze", [queries, ctx.ints(1)])])
+
+
+def _masked(ctx, node, inputs, attrs):
+    """(x as the node's dtype, the mask broadcastable to it, x's rank)."""
+    if not np.issubdtype(node.dtype, np.floating):
+        raise Unsupported("exported for float results only")
+    rank = len(ctx.shape_of(node.inputs[0]))
+    x = ctx.cast(inputs[0], ctx.dtype_of(node.inputs[0]), node.dtype)
+    mask = sequence_mask(ctx, inputs[1], ctx.dtype_of(node.inputs[1]), x, rank, attrs.get("batch_axis", 0),
+                         attrs.get("time_axis", 1))
+    return x, mask, rank
+
+
+@builds("masked_softmax", "masked_log_softmax")
+def _masked_softmax(ctx, node, inputs, attrs):
+    x, mask, rank = _masked(ctx, node, inputs, attrs)
+    values = ctx.emit("Where", [mask, x, ctx.const(-np.inf, node.dtype)])
+    result = ctx.emit("Softmax" if node.op == "masked_softmax" else "LogSoftmax", [values],
+                      axis=attrs.get("time_axis", 1) % rank)
+    return ctx.emit("Where", [mask, result, ctx.const(0, node.dtype)])     # 0 at the padding, as graphview
+
+
+@builds("masked_logsumexp")
+def _masked_logsumexp(ctx, node, inputs, attrs):
+    x, mask, rank = _masked(ctx, node, inputs, attrs)
+    values = ctx.emit("Where", [mask, x, ctx.const(-np.inf, node.dtype)])
+    axis, keepdims = attrs.get("axis"), attrs.get("keepdims")
+    top = reduce(ctx, "ReduceMax", values, axis, rank, keepdims)
+    total = reduce(ctx, "ReduceLogSumExp", values, axis, rank, keepdims)
+    return ctx.emit("Where", [ctx.emit("IsInf", [top]), top, total])    # -inf where nothing is valid
+
+
+@builds("masked_count")
+def _masked_count(ctx, node, inputs, attrs):
+    x, mask, rank = _masked(ctx, node, inputs, attrs)
+    ones = ctx.emit("Where", [mask, ctx.const(1, node.dtype), ctx.const(0, node.dtype)])
+    return reduce(ctx, "ReduceSum", ctx.emit("Expand", [ones, ctx.emit("Shape", [x])]), attrs.get("axis"), rank,
+                  attrs.get("keepdims"))

@@ -202,10 +202,7 @@ def _masked_softmax(ctx, node, inputs, attrs):
 def _masked_logsumexp(ctx, node, inputs, attrs):
     x, mask, rank = _masked(ctx, node, inputs, attrs)
     values = ctx.emit("Where", [mask, x, ctx.const(-np.inf, node.dtype)])
-    axis, keepdims = attrs.get("axis"), attrs.get("keepdims")
-    top = reduce(ctx, "ReduceMax", values, axis, rank, keepdims)
-    total = reduce(ctx, "ReduceLogSumExp", values, axis, rank, keepdims)
-    return ctx.emit("Where", [ctx.emit("IsInf", [top]), top, total])    # -inf where nothing is valid
+    return reduce(ctx, "ReduceLogSumExp", values, attrs.get("axis"), rank, attrs.get("keepdims"))   # -inf if none
 
 
 @builds("masked_count")

@@ -248,6 +248,7 @@ CASES = {
     "masked_softmax": lambda g, x: gv.masked_softmax(x, g["lengths"]),
     "masked_log_softmax": lambda g, x: gv.masked_log_softmax(x, g["lengths"]),
     "masked_logsumexp": lambda g, x: gv.masked_logsumexp(x, g["lengths"], axis=(1, 2)),
+    "sequence_mask": lambda g, x: g.math.where(graph_op("sequence_mask", g["lengths"], x), x, -1.0),
     "masked_count": lambda g, x: graph_op("masked_count", x, g["lengths"], axis=1),
     "causal_mask": lambda g, x: g.nn.scaled_dot_product_attention(x, x * 2, x * 3, causal=True),
     "assign_": lambda g, x: g.assign_(v(g, "s", (3, 4, 5))[1:, 2, ::2], x[0, :2, :3]),
@@ -358,3 +359,10 @@ def test_bad_outputs_are_refused():
         ex.to_model(graph, [])
     with pytest.raises(ex.OnnxExportError, match="more than once"):
         ex.to_model(graph, ["loss", "loss"])
+
+
+def test_without_onnx_installed_export_says_how_to_get_it(monkeypatch, tmp_path):
+    graph, _ = mlp.build()
+    monkeypatch.setitem(sys.modules, "onnx", None)      # what `import onnx` meets when it is not installed
+    with pytest.raises(ex.OnnxExportError, match=r"pip install 'graphview\[onnx\]'"):
+        ex.export(graph, tmp_path / "m.onnx", "loss")

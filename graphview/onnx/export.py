@@ -112,7 +112,10 @@ def _check_outputs(graph, outputs):
     for name in names:
         if not isinstance(name, str):
             raise OnnxExportError(f"an output must be a variable or its name, not {name!r}")
-        graph.node(name)    # an UnknownNameError with suggestions
+        node = graph.node(name)    # an UnknownNameError with suggestions
+        if node.kind is not Kind.ARRAY:
+            raise OnnxExportError(f"output {name!r} is a {node.kind}, not an op's result: an ONNX output must be "
+                                  "computed by the model (its inputs and initializers are there already)")
     if len(set(names)) != len(names):
         raise OnnxExportError(f"outputs name a node more than once: {names}")
     return names

@@ -171,7 +171,7 @@ def to_model(graph, outputs, opset=17):
     model_graph = onnx.helper.make_graph(context.nodes, graph.name, inputs, output_infos, context.initializers)
     model = onnx.helper.make_model(model_graph, opset_imports=[onnx.helper.make_opsetid("", opset)],
                                    producer_name="graphview")
-    model.ir_version = min(model.ir_version, 10)    # what onnxruntime 1.17 and later read
+    model.ir_version = min(model.ir_version, 10)    # IR 10 carries opsets up to 21; older runtimes read it
     return model
 
 

@@ -19,6 +19,7 @@ ort = pytest.importorskip("onnxruntime")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
 import mlp  # noqa: E402
 import sequence_digits  # noqa: E402
+import train_digits  # noqa: E402
 
 
 def run_onnx(model, feeds):
@@ -46,32 +47,25 @@ def check_export(graph, outputs, feeds, rtol=1e-5, atol=1e-6, opset=17):
 
 # --- the examples ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_mlp_logits_and_loss(dtype, tmp_path):
-    graph, feeds = mlp.build(batch=8)
-    if dtype == "float32":
-        graph = mlp_in_float32()
-        feeds = {"x": feeds["x"].astype(np.float32), "y": feeds["y"]}
+def test_mlp_example_logits_and_loss(tmp_path):
+    graph, feeds = mlp.build(batch=8)        # examples/mlp.py: float64, tanh
     logits = graph.node("loss").inputs[0]
-    check_export(graph, [logits, "loss"], feeds, rtol=1e-5 if dtype == "float32" else 1e-12)
+    check_export(graph, [logits, "loss"], feeds, rtol=1e-12, atol=1e-12)
     path = ex.export(graph, tmp_path / "mlp.onnx", logits)
     loaded = onnx.load(path)
     assert [i.name for i in loaded.graph.input] == ["x"]
+    assert [o.name for o in loaded.graph.output] == [logits]
     assert {i.name for i in loaded.graph.initializer} >= {"hidden/w", "hidden/b", "output/w", "output/b"}
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(
+        next(i for i in loaded.graph.initializer if i.name == "hidden/w")), graph.value("hidden/w"))
 
 
-def mlp_in_float32():
-    r = np.random.default_rng(0)
-    g = gv.Graph("mlp32")
-    x = g.placeholder("x", (None, 4), "float32")
-    y = g.placeholder("y", (None,), "int64")
-    with g.name_scope("hidden"):
-        w1, b1 = g.var("w", r.normal(0, 0.5, (4, 5)).astype(np.float32)), g.var("b", r.normal(size=5).astype(np.float32))
-    with g.name_scope("output"):
-        w2, b2 = g.var("w", r.normal(0, 0.5, (5, 3)).astype(np.float32)), g.var("b", r.normal(size=3).astype(np.float32))
-    logits = g.nn.tanh(x @ w1 + b1) @ w2 + b2
-    g.loss.softmax_cross_entropy(logits, y, name="loss")
-    return g
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_digits_mlp_example(dtype):
+    graph = train_digits.build_mlp(dtype=dtype)       # examples/train_digits.py: relu, 64 -> 128 -> 10
+    x = np.random.default_rng(2).uniform(0, 16, (9, 64)).astype(dtype)
+    tolerance = 1e-5 if dtype == "float32" else 1e-12
+    check_export(graph, ["logits", "loss"], {"x": x, "y": np.arange(9) % 10}, rtol=tolerance, atol=tolerance)
 
 
 def cnn(dtype, seed=0):

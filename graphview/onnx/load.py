@@ -27,9 +27,17 @@ BUILDERS = {**BASIC_BUILDERS, **NN_BUILDERS}
 DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
 
 
+def _onnx():
+    try:
+        import onnx  # an optional dependency (the onnx extra)
+    except ImportError:
+        raise OnnxImportError("gv.onnx.load needs the onnx package: pip install 'graphview[onnx]'") from None
+    return onnx
+
+
 def _read(source):
     """(ModelProto, where) for a path, bytes or a ModelProto; GraphFileError for anything unreadable."""
-    import onnx  # an optional dependency (the onnx extra)
+    onnx = _onnx()
 
     if isinstance(source, onnx.ModelProto):
         return source, "the ONNX model given"

@@ -8,7 +8,7 @@ time-major, the lengths ``sequence_lens``; their packed result is rebuilt for th
 """
 import numpy as np
 
-from graphview.onnx.export_ops import Unsupported, builds, reduce, sequence_mask
+from graphview.onnx.export_ops import Unsupported, builds, reduce, sequence_mask, softplus_of
 
 CHANNELS_LAST = {"bwc": [0, 2, 1], "bhwc": [0, 3, 1, 2]}
 BACK = {"bwc": [0, 2, 1], "bhwc": [0, 2, 3, 1]}
@@ -211,3 +211,64 @@ def _masked_count(ctx, node, inputs, attrs):
     ones = ctx.emit("Where", [mask, ctx.const(1, node.dtype), ctx.const(0, node.dtype)])
     return reduce(ctx, "ReduceSum", ctx.emit("Expand", [ones, ctx.emit("Shape", [x])]), attrs.get("axis"), rank,
                   attrs.get("keepdims"))
+
+
+# --- losses (exported when asked for: usually the logits are the output) -----------------------------
+
+def _reduced(ctx, node, each, reduction):
+    if reduction == "none":
+        return each
+    return ctx.emit("ReduceSum" if reduction == "sum" else "ReduceMean", [each], keepdims=0)
+
+
+def _difference(ctx, node, inputs):
+    predictions, targets = _floats(ctx, node, inputs)
+    return ctx.emit("Sub", [predictions, targets])
+
+
+@builds("mean_squared_error")
+def _mean_squared_error(ctx, node, inputs, attrs):
+    d = _difference(ctx, node, inputs)
+    return _reduced(ctx, node, ctx.emit("Mul", [d, d]), "mean")
+
+
+@builds("l1")
+def _l1(ctx, node, inputs, attrs):
+    return _reduced(ctx, node, ctx.emit("Abs", [_difference(ctx, node, inputs)]), attrs.get("reduction", "mean"))
+
+
+@builds("huber")
+def _huber(ctx, node, inputs, attrs):
+    delta = float(attrs.get("delta", 1.0))
+    d = _difference(ctx, node, inputs)
+    size = ctx.emit("Abs", [d])
+    quadratic = ctx.emit("Mul", [ctx.emit("Mul", [d, d]), ctx.const(0.5, node.dtype)])
+    linear = ctx.emit("Mul", [ctx.const(delta, node.dtype), ctx.emit("Sub", [size, ctx.const(0.5 * delta, node.dtype)])])
+    each = ctx.emit("Where", [ctx.emit("LessOrEqual", [size, ctx.const(delta, node.dtype)]), quadratic, linear])
+    return _reduced(ctx, node, each, attrs.get("reduction", "mean"))
+
+
+@builds("binary_cross_entropy_with_logits")
+def _binary_cross_entropy_with_logits(ctx, node, inputs, attrs):
+    x, t = _floats(ctx, node, inputs)
+    tail = softplus_of(ctx, node, ctx.emit("Neg", [ctx.emit("Abs", [x])]))
+    each = ctx.emit("Add", [ctx.emit("Sub", [ctx.emit("Relu", [x]), ctx.emit("Mul", [x, t])]), tail])
+    return _reduced(ctx, node, each, attrs.get("reduction", "mean"))
+
+
+@builds("nll")
+def _nll(ctx, node, inputs, attrs):
+    log_probs, labels = inputs
+    log_probs = ctx.cast(log_probs, ctx.dtype_of(node.inputs[0]), node.dtype)
+    labels = ctx.cast(labels, ctx.dtype_of(node.inputs[1]), np.int64)
+    return ctx.emit("NegativeLogLikelihoodLoss", [log_probs, labels], reduction=attrs.get("reduction", "mean"),
+                    ignore_index=int(attrs.get("ignore_index", -100)))
+
+
+@builds("one_hot")
+def _one_hot(ctx, node, inputs, attrs):
+    labels, like = inputs
+    depth = ctx.emit("Gather", [ctx.emit("Shape", [like]), ctx.ints(-1)], axis=0)
+    labels = ctx.cast(labels, ctx.dtype_of(node.inputs[0]), np.int64)
+    hot = ctx.emit("OneHot", [labels, depth, ctx.ints([0, 1])], axis=-1)    # int64: onnxruntime's kernels
+    return ctx.cast(hot, np.int64, node.dtype)

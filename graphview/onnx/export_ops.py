@@ -99,7 +99,8 @@ def _expm1_times(ctx, node, x, alpha):
     return ctx.emit("Mul", [ctx.const(alpha, node.dtype), ctx.emit("Sub", [ctx.emit("Exp", [x]), ctx.const(1, node.dtype)])])
 
 
-def _softplus_of(ctx, node, x):
+def softplus_of(ctx, node, x):
+    """softplus(x): ONNX Softplus, in float64 as relu(x) + log(1 + exp(-|x|))."""
     if node.dtype != np.float64:
         return ctx.emit("Softplus", [x])
     tail = ctx.emit("Log", [ctx.emit("Add", [ctx.const(1, node.dtype), ctx.emit("Exp", [ctx.emit("Neg", [
@@ -137,7 +138,7 @@ def _selu(ctx, node, inputs, attrs):
 @builds("softplus")
 def _softplus(ctx, node, inputs, attrs):
     (x,) = _as_node_dtype(ctx, node, inputs)
-    return _softplus_of(ctx, node, x)
+    return softplus_of(ctx, node, x)
 
 
 @builds("hard_tanh")
@@ -155,7 +156,7 @@ def _silu(ctx, node, inputs, attrs):
 @builds("log_sigmoid")
 def _log_sigmoid(ctx, node, inputs, attrs):
     (x,) = _as_node_dtype(ctx, node, inputs)
-    return ctx.emit("Neg", [_softplus_of(ctx, node, ctx.emit("Neg", [x]))])
+    return ctx.emit("Neg", [softplus_of(ctx, node, ctx.emit("Neg", [x]))])
 
 
 @builds("gelu")

@@ -254,6 +254,8 @@ CASES = {
                                    reduction="none"),
     "nll (ignored labels)": lambda g, x: g.loss.nll(g.nn.log_softmax(x, axis=1), g.math.cast(x[:, 0] > 0, "int64"),
                                                     ignore_index=1),
+    "masked_softmax_cross_entropy": lambda g, x: gv.masked_softmax_cross_entropy(
+        x, g.math.cast(g.math.abs(x[..., 0]) * 1.3, "int64"), g["lengths"]),
     "one_hot": lambda g, x: graph_op("one_hot", g.math.cast(g.math.abs(x[..., 0]) * 1.3, "int64"), x),
     "assign_": lambda g, x: g.assign_(v(g, "s", (3, 4, 5))[1:, 2, ::2], x[0, :2, :3]),
     "add_": lambda g, x: g.add_(v(g, "s", (2, 3, 4))[:, 1], x[:, 0]),

@@ -272,3 +272,21 @@ def _one_hot(ctx, node, inputs, attrs):
     labels = ctx.cast(labels, ctx.dtype_of(node.inputs[0]), np.int64)
     hot = ctx.emit("OneHot", [labels, depth, ctx.ints([0, 1])], axis=-1)    # int64: onnxruntime's kernels
     return ctx.cast(hot, np.int64, node.dtype)
+
+
+@builds("masked_softmax_cross_entropy")
+def _masked_softmax_cross_entropy(ctx, node, inputs, attrs):
+    logits, labels, lengths = inputs
+    logits = ctx.cast(logits, ctx.dtype_of(node.inputs[0]), node.dtype)
+    rank = len(ctx.shape_of(node.inputs[1]))
+    depth = ctx.emit("Gather", [ctx.emit("Shape", [logits]), ctx.ints(-1)], axis=0)
+    hot = ctx.emit("OneHot", [ctx.cast(labels, ctx.dtype_of(node.inputs[1]), np.int64), depth, ctx.ints([0, 1])],
+                   axis=-1)     # a padding label outside the classes gives a row of zeros
+    picked = ctx.emit("ReduceSum", [ctx.emit("Mul", [ctx.emit("LogSoftmax", [logits], axis=-1),
+                                                     ctx.cast(hot, np.int64, node.dtype)]), ctx.ints(-1)], keepdims=0)
+    mask = sequence_mask(ctx, lengths, ctx.dtype_of(node.inputs[2]), labels, rank, attrs.get("batch_axis", 0),
+                         attrs.get("time_axis", 1))
+    mask = ctx.emit("Expand", [mask, ctx.emit("Shape", [labels])])
+    total = ctx.emit("ReduceSum", [ctx.emit("Where", [mask, picked, ctx.const(0, node.dtype)])], keepdims=0)
+    count = ctx.emit("ReduceSum", [ctx.cast(mask, np.bool_, node.dtype)], keepdims=0)
+    return ctx.emit("Neg", [ctx.emit("Div", [total, count])])

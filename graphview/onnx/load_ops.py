@@ -74,6 +74,8 @@ class Context:
                 continue
             if isinstance(value, Variable):
                 self.bind(onnx_name, value)
+            elif isinstance(value, Dims):
+                self.values[onnx_name] = value
             else:
                 value = np.asarray(value)
                 self.values[onnx_name] = value
@@ -83,6 +85,9 @@ class Context:
         """``value`` as a Variable: a known array becomes a CONSTANT, named by its ONNX name if it has one."""
         if value is None or isinstance(value, Variable):
             return value
+        if isinstance(value, Dims):
+            self.fail("a shape with unknown sizes (from Shape) is used as a tensor; only Gather, Concat, "
+                      "(Un)Squeeze, Slice, Cast, Reshape, Expand and ConstantOfShape take one")
         if id(value) in self.constants:
             return self.constants[id(value)]
         onnx_name = self.onnx_names.get(id(value))
@@ -97,7 +102,7 @@ class Context:
 
     def static(self, value, what):
         """``value`` as a NumPy array known while building, or an error naming ``what``."""
-        if value is None or isinstance(value, Variable):
+        if value is None or isinstance(value, (Variable, Dims)):
             self.fail(f"{what} must be a constant (an initializer or a Constant node's output), not computed")
         return np.asarray(value)
 
@@ -107,6 +112,14 @@ class Context:
         raise OnnxImportError(f"{self.where}: {label}: {message}")
 
 
+class Dims:
+    """A Shape output with unknown sizes: each entry an int or (variable, axis), whose size is known only
+    at run time; ``scalar`` for one entry taken by a scalar Gather. graphview.onnx.load_dims handles it."""
+
+    def __init__(self, entries, scalar=False):
+        self.entries, self.scalar = list(entries), scalar
+
+
 def view(cx, x, key, name=None):
     """x[key] (ints, slices, Ellipsis) as a create_view."""
     descriptors, _ = from_numpy_key(key, len(x.shape))
@@ -114,7 +127,7 @@ def view(cx, x, key, name=None):
 
 
 def known(*values):
-    return all(v is None or not isinstance(v, Variable) for v in values)
+    return all(v is None or not isinstance(v, (Variable, Dims)) for v in values)
 
 
 def axis_of(cx, axis, rank):
@@ -398,51 +411,6 @@ def slice_(cx, node, ins, attrs):
     return [view(cx, x, tuple(index), cx.name())]
 
 
-def constant(cx, node, ins, attrs):
-    from onnx import numpy_helper  # an optional dependency (the onnx extra)
-
-    if "value" in attrs:
-        return [numpy_helper.to_array(attrs["value"])]
-    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
-                       ("value_ints", np.int64)):
-        if key in attrs:
-            return [np.asarray(attrs[key], dtype=dtype)]
-    cx.fail(f"a Constant with {sorted(attrs)} is not supported (value, value_float(s), value_int(s) are)")
-
-
-def constant_of_shape(cx, node, ins, attrs):
-    from onnx import numpy_helper  # an optional dependency (the onnx extra)
-
-    value = numpy_helper.to_array(attrs["value"]).reshape(-1) if "value" in attrs else np.zeros(1, np.float32)
-    return [np.full(tuple(int(d) for d in cx.static(ins[0], "the shape")), value[0], dtype=value.dtype)]
-
-
-def expand(cx, node, ins, attrs):
-    x, wanted = ins[0], [int(d) for d in cx.static(ins[1], "the shape")]
-    if known(x):
-        return [np.broadcast_to(x, np.broadcast_shapes(np.shape(x), tuple(wanted))).copy()]
-    rank = max(len(x.shape), len(wanted))
-    have = [1] * (rank - len(x.shape)) + list(x.shape)
-    wanted = [1] * (rank - len(wanted)) + wanted
-    target = tuple(h if w == 1 else w if h == 1 else h for h, w in zip(have, wanted))
-    if any(h not in (None, 1, w) and w != 1 for h, w in zip(have, wanted)):
-        cx.fail(f"cannot broadcast input shape {x.shape} to {tuple(wanted)}")
-    if target == tuple(x.shape):
-        return identity(cx, node, [x], attrs)
-    if None in target:
-        cx.fail(f"broadcasting input shape {x.shape} to {tuple(wanted)} gives unknown dims")
-    return [cx.g.shape.broadcast_to(x, target, name=cx.name())]
-
-
-def shape(cx, node, ins, attrs):
-    dims = np.shape(ins[0]) if known(ins[0]) else ins[0].shape
-    start, end = int(attrs.get("start", 0)), attrs.get("end")
-    dims = dims[start:None if end is None else int(end)]
-    if None in dims:
-        cx.fail(f"the shape {dims} has unknown dims: only static shapes are imported")
-    return [np.asarray(dims, dtype=np.int64)]
-
-
 # --- reductions and softmax -----------------------------------------------------------------------------
 
 def reduction(op, first_opset):
@@ -487,8 +455,7 @@ BUILDERS = {
     "Gelu": gelu, "Clip": clip, "Where": where, "Cast": cast, "Identity": identity, "Dropout": dropout,
     "MatMul": matmul, "Gemm": gemm,
     "Reshape": reshape, "Flatten": flatten, "Transpose": transpose, "Squeeze": squeeze, "Unsqueeze": unsqueeze,
-    "Concat": concat, "Gather": gather, "Slice": slice_, "Constant": constant, "Shape": shape,
-    "ConstantOfShape": constant_of_shape, "Expand": expand,
+    "Concat": concat, "Gather": gather, "Slice": slice_,
     "ReduceSum": reduction("sum", 13), "ReduceMean": reduction("mean", 18), "ReduceMax": reduction("max", 18),
     "ReduceMin": reduction("min", 18), "ReduceProd": reduction("prod", 18),
     "ReduceLogSumExp": reduction("logsumexp", 18),

@@ -435,3 +435,31 @@ def test_shapes_with_unknown_sizes_feed_constant_of_shape_expand_and_reshape():
     with pytest.raises(gv.GraphFileError, match=r"node mul_m \(Mul\): a shape with unknown sizes"):
         load(model([node("Shape", ["x"], ["s"]), node("Mul", ["s", "s"], ["m"]), node("Reshape", ["x", "m"])],
                    {"x": x_((2, 3))}, {}, ["y"], symbolic=(0,)))
+
+
+def test_exported_examples_load_back_with_the_same_outputs():
+    """gv.onnx's export then load: the MLP, CNN and sequence (LSTM with lengths) examples."""
+    import pathlib
+    import sys
+
+    from graphview.onnx.export import to_model
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
+    import cnn_digits  # noqa: E402
+    import sequence_digits  # noqa: E402
+    import train_digits  # noqa: E402
+
+    mlp_graph = train_digits.build_mlp(dtype="float32")
+    cnn_graph, cnn_logits = cnn_digits.build_cnn("float32")
+    seq_graph, seq_logits = sequence_digits.build_model(hidden=5, dtype="float32")
+    r = np.random.default_rng(5)
+    for graph, output, feeds in [
+            (mlp_graph, "logits", {"x": r.random((4, 64), dtype=F32)}),
+            (cnn_graph, cnn_logits.name, {"x": r.random((3, 1, 8, 8), dtype=F32)}),
+            (seq_graph, seq_logits.name, {"x": r.random((3, 6, 8), dtype=F32), "seq_len": np.array([6, 2, 0])})]:
+        loaded = load(to_model(graph, [output]))
+        with gv.inference():
+            expected = graph.output(feeds, [output])[output]
+        np.testing.assert_allclose(loaded.output(feeds, [output])[output], expected, rtol=1e-6, atol=1e-7)
+        trained = {v.name for v in graph.variables() if v.kind == gv.VARIABLE and graph.is_trainable(v.name)}
+        assert trained <= {v.name for v in loaded.variables() if v.kind == gv.VARIABLE}   # names kept

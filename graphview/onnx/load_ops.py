@@ -384,7 +384,7 @@ def gather(cx, node, ins, attrs):
             return [np.take(x, indices, axis=axis)]
         if indices.ndim == 0:
             return [view(cx, x, (slice(None),) * axis + (int(indices),), cx.name())]
-    return [cx.g.shape.gather(x, cx.var(indices), axis=axis, name=cx.name())]
+    return [cx.g.shape.gather(cx.var(x), cx.var(indices), axis=axis, name=cx.name())]
 
 
 def slice_(cx, node, ins, attrs):

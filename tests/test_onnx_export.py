@@ -124,8 +124,8 @@ def test_lstm_gate_values_are_not_exported():
     r = np.random.default_rng(0)
     weights = [g.var(n, r.normal(size=s).astype(np.float32)) for n, s in
                (("wi", (16, 2)), ("wh", (16, 4)), ("bi", (16,)), ("bh", (16,)))]
-    outputs, _, _ = g.nn.lstm(x, g.constant("h0", np.zeros((2, 4), np.float32)), g.constant("c0", np.zeros((2, 4), np.float32)),
-                              *weights)
+    h0, c0 = (g.constant(name, np.zeros((2, 4), np.float32)) for name in ("h0", "c0"))
+    outputs, _, _ = g.nn.lstm(x, h0, c0, *weights)
     packed = outputs.node.inputs[0]
     while g.node(packed).op != "lstm":
         packed = g.node(packed).inputs[0]
@@ -227,7 +227,8 @@ CASES = {
     "layer_norm": lambda g, x: g.nn.layer_norm(x, v(g, "gamma", (4,)), v(g, "beta", (4,))),
     "layer_norm (two axes)": lambda g, x: g.nn.layer_norm(x, v(g, "gamma", (3, 4)), v(g, "beta", (3, 4)), axis=(1, 2)),
     "batch_norm": lambda g, x: g.nn.batch_norm(x, v(g, "ga", (3,)), v(g, "be", (3,)), *stats(g, 3)),
-    "batch_norm (last axis)": lambda g, x: g.nn.batch_norm(x, v(g, "ga", (4,)), v(g, "be", (4,)), *stats(g, 4), axis=-1),
+    "batch_norm (last axis)": lambda g, x: g.nn.batch_norm(x, v(g, "ga", (4,)), v(g, "be", (4,)), *stats(g, 4),
+                                                           axis=-1),
     "conv1d": lambda g, x: g.nn.conv1d(x, v(g, "w", (5, 3, 2)), v(g, "b", (5,)), padding=((1, 2),), stride=2),
     "conv1d (bwc, dilated)": lambda g, x: g.nn.conv1d(x, v(g, "w", (2, 4, 2)), layout="bwc", dilation=2),
     "max_pool1d": lambda g, x: g.nn.max_pool1d(x, 2, stride=1, padding=1),

@@ -38,9 +38,10 @@ def _conv(ctx, node, inputs, attrs):
     inputs = _floats(ctx, node, inputs)
     x = _first(ctx, inputs[0], layout)
     extra = {"output_padding": list(attrs["output_padding"])} if node.op == "conv_transpose2d" else {}
-    y = ctx.emit("ConvTranspose" if extra else "Conv", [x] + inputs[1:], strides=list(attrs.get("stride", (1,) * spatial)),
-                 pads=_pads(attrs.get("padding", ((0, 0),) * spatial)), dilations=list(attrs.get("dilation", (1,) * spatial)),
-                 group=int(attrs.get("groups", 1)), **extra)
+    y = ctx.emit("ConvTranspose" if extra else "Conv", [x] + inputs[1:],
+                 strides=list(attrs.get("stride", (1,) * spatial)),
+                 pads=_pads(attrs.get("padding", ((0, 0),) * spatial)),
+                 dilations=list(attrs.get("dilation", (1,) * spatial)), group=int(attrs.get("groups", 1)), **extra)
     return _back(ctx, y, layout)
 
 
@@ -243,7 +244,8 @@ def _huber(ctx, node, inputs, attrs):
     d = _difference(ctx, node, inputs)
     size = ctx.emit("Abs", [d])
     quadratic = ctx.emit("Mul", [ctx.emit("Mul", [d, d]), ctx.const(0.5, node.dtype)])
-    linear = ctx.emit("Mul", [ctx.const(delta, node.dtype), ctx.emit("Sub", [size, ctx.const(0.5 * delta, node.dtype)])])
+    beyond = ctx.emit("Sub", [size, ctx.const(0.5 * delta, node.dtype)])
+    linear = ctx.emit("Mul", [ctx.const(delta, node.dtype), beyond])
     each = ctx.emit("Where", [ctx.emit("LessOrEqual", [size, ctx.const(delta, node.dtype)]), quadratic, linear])
     return _reduced(ctx, node, each, attrs.get("reduction", "mean"))
 

@@ -96,7 +96,8 @@ def _negative_part(ctx, node, x, negative):
 
 
 def _expm1_times(ctx, node, x, alpha):
-    return ctx.emit("Mul", [ctx.const(alpha, node.dtype), ctx.emit("Sub", [ctx.emit("Exp", [x]), ctx.const(1, node.dtype)])])
+    expm1 = ctx.emit("Sub", [ctx.emit("Exp", [x]), ctx.const(1, node.dtype)])
+    return ctx.emit("Mul", [ctx.const(alpha, node.dtype), expm1])
 
 
 def softplus_of(ctx, node, x):
@@ -143,7 +144,8 @@ def _softplus(ctx, node, inputs, attrs):
 
 @builds("hard_tanh")
 def _hard_tanh(ctx, node, inputs, attrs):
-    low, high = (ctx.const(attrs.get(key, default), node.dtype) for key, default in (("min_val", -1.0), ("max_val", 1.0)))
+    low, high = (ctx.const(attrs.get(key, default), node.dtype)
+                 for key, default in (("min_val", -1.0), ("max_val", 1.0)))
     return ctx.emit("Clip", _as_node_dtype(ctx, node, inputs) + [low, high])
 
 

@@ -21,6 +21,7 @@ from graphview.distributed.comm import init, launched
 from graphview.dot import to_dot
 from graphview.errors import GraphviewError, InplaceModificationError, did_you_mean
 from graphview.gradcheck import check_gradients
+from graphview.onnx.export import export as export_onnx
 from graphview.targets import TargetError, import_module, load_target, read_inputs
 from graphview.variable import Kind
 
@@ -116,6 +117,8 @@ def build_parser():
     check.add_argument("--activations", action="store_true", help="also check gradients of intermediate values")
     check.add_argument("--inputs", metavar="FILE.npz", help="placeholder values by name (over those stored "
                        "in a graph file)")
+    check.add_argument("--loss", metavar="NAME", help="for a graph without a loss (an ONNX model): check the sum "
+                       "of output NAME (default for an ONNX model: its first output)")
     check.add_argument("--ops", type=_names, metavar="NAME,...", help="only these ops (built-in suite only)")
     check.add_argument("--max-failures", type=_non_negative(int), default=DEFAULT_MAX_FAILURES, metavar="N",
                        help="list at most N failures per variable in --json and --junit, then their count "
@@ -137,6 +140,17 @@ def build_parser():
                                               "samples and gradient-check coverage.")
     listing.set_defaults(func=_ops)
 
+    convert = commands.add_parser("convert", parents=[common], help="convert between graph files and ONNX",
+                                  description="Convert an ONNX model to a graph file (model.onnx model.gvz), or "
+                                              "a graph file or function TARGET to ONNX (model.gvz model.onnx "
+                                              "--outputs logits).")
+    convert.add_argument("source", metavar="SOURCE")
+    convert.add_argument("destination", metavar="DESTINATION")
+    convert.add_argument("--outputs", type=_names, metavar="NAME,...", help="the graph outputs an ONNX file gets "
+                         "(needed when writing ONNX)")
+    convert.add_argument("--opset", type=_positive(int), default=17, help="ONNX opset to write (default 17)")
+    convert.set_defaults(func=_convert)
+
     dot = commands.add_parser("dot", parents=[common], help="print a TARGET's graph as Graphviz DOT",
                               description="Graphviz DOT of a graph; views and in-place writes are marked.")
     dot.add_argument("target", metavar="TARGET")
@@ -156,7 +170,7 @@ def main(argv=None):
         parser = build_parser()
         args = parser.parse_args(argv)
         if args.command is None:
-            raise UsageError("graphview: error: give a command: gradcheck, summary, ops, dot or adr (see graphview --help)")
+            raise UsageError("graphview: error: give a command: gradcheck, summary, convert, ops, dot or adr (see graphview --help)")
         args.imports = args.imports_first + getattr(args, "imports", [])
         _import_modules(args)
         return int(args.func(args) or 0)
@@ -199,6 +213,30 @@ def _one_line(error):
     else:
         message = f"graphview: internal error: {type(error).__name__}: {text} (run with --debug for the traceback)"
     return message
+
+
+# --- convert -------------------------------------------------------------------------
+
+def _convert(args):
+    if args.destination.endswith(".onnx"):
+        if not args.outputs:
+            raise UsageError("graphview convert: error: writing ONNX needs --outputs NAME,... (the outputs the "
+                             "ONNX graph gives, e.g. --outputs logits)")
+        graph, _ = load_target(args.source)
+        missing = [name for name in args.outputs if name not in graph]
+        if missing:
+            raise TargetError(f"--outputs: graph {graph.name!r} has no variable named {missing[0]!r}"
+                              f"{did_you_mean(missing[0], [n.name for n in graph.nodes()])}")
+        export_onnx(graph, args.destination, args.outputs, opset=args.opset)
+    elif args.destination.endswith(".gvz"):
+        if not args.source.endswith(".onnx"):
+            raise UsageError("graphview convert: error: a graph file (.gvz) is written from an ONNX model (.onnx)")
+        graph, _ = load_target(args.source)
+        graph.save(args.destination)
+    else:
+        raise UsageError(f"graphview convert: error: {args.destination}: write a .gvz graph file or a .onnx model")
+    print(f"{args.source} -> {args.destination}")
+    return PASSED
 
 
 # --- summary, ops, dot -------------------------------------------------------------
@@ -343,7 +381,7 @@ def _check_target(args, options):
 
 
 def _load_for_check(args):
-    graph, placeholders = load_target(args.target, need_loss=True)
+    graph, placeholders = load_target(args.target, need_loss=True, loss=args.loss)
     names = [node.name for node in graph.nodes()]
     for flag, given in (("--wrt", args.wrt), ("--skip", args.skip)):
         for name in given or ():

@@ -18,10 +18,11 @@ import numpy as np
 
 from graphview.errors import GraphFileError, GraphviewError, did_you_mean
 from graphview.graph import Graph
+from graphview.onnx.load import load as load_onnx
 from graphview.serialization import read
 
 MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-GRAPH_FILE_SUFFIXES = (".gvz",)  # what g.save names are expected to end in (see the README's Graph files)
+GRAPH_FILE_SUFFIXES = (".gvz", ".onnx")  # g.save's files, and ONNX models (gv.onnx.load)
 
 
 class TargetError(GraphviewError):
@@ -36,10 +37,14 @@ def is_function_target(target):
     return module.endswith(".py") or (MODULE_NAME.match(module) is not None and not os.path.exists(target))
 
 
-def load_target(target, *, need_loss=False):
-    """``(graph, placeholders)`` for TARGET; raises TargetError when it is unusable."""
+def load_target(target, *, need_loss=False, loss=None):
+    """``(graph, placeholders)`` for TARGET; raises TargetError when it is unusable. A graph without a
+    loss gets the sum of output ``loss`` as its loss when ``loss`` is given; an ONNX model (``.onnx``)
+    the sum of its first output when a loss is needed and none is named."""
     _refuse_a_file_with_a_function(target)
-    if is_function_target(target):
+    if target.endswith(".onnx") and not is_function_target(target):
+        graph, placeholders = _onnx_model(target, need_loss, loss), {}
+    elif is_function_target(target):
         graph, placeholders = _call(target)
     else:
         module, colon, function = target.rpartition(":")
@@ -57,9 +62,45 @@ def load_target(target, *, need_loss=False):
             raise TargetError(str(error)) from error
     if not isinstance(graph, Graph):
         raise TargetError(f"{target} did not give a graphview Graph (got {type(graph).__name__})")
+    if loss is not None and not graph.losses:
+        _sum_as_loss(graph, loss, target)
     if need_loss and not graph.losses:
         raise TargetError(f"{target}: graph {graph.name!r} has no loss; call g.set_loss(...) before returning it")
     return graph, placeholders
+
+
+def _onnx_model(target, need_loss, loss):
+    """The graph of an ONNX model file; with a loss needed, the sum of output ``loss`` (an ONNX output
+    name, default its first output)."""
+    if not os.path.exists(target):
+        raise TargetError(f"{target}: no such ONNX file")
+    names = {}
+    try:
+        graph = load_onnx(target, names=names)
+        outputs = _onnx_outputs(target)
+    except GraphFileError as error:
+        raise TargetError(str(error)) from error
+    if need_loss or loss is not None:
+        chosen = loss if loss is not None else outputs[0]
+        if chosen not in outputs and chosen not in names.values():
+            raise TargetError(f"--loss {chosen}: model {target} has no output named {chosen!r}; its outputs are: "
+                              f"{', '.join(outputs)}")
+        _sum_as_loss(graph, names.get(chosen, chosen), target)
+    return graph
+
+
+def _onnx_outputs(path):
+    """The graph output names of the ONNX model at ``path`` (which gv.onnx.load has read already)."""
+    import onnx  # an optional dependency (the onnx extra)
+    return [output.name for output in onnx.load(path, load_external_data=False).graph.output]
+
+
+def _sum_as_loss(graph, name, target):
+    if name not in graph:
+        raise TargetError(f"--loss {name}: graph {graph.name!r} of {target} has no variable named {name!r}"
+                          f"{did_you_mean(name, [n.name for n in graph.nodes()])}")
+    output = graph[name]
+    graph.set_loss(graph.math.sum(output, name=f"sum_of_{name.replace('/', '_')}"))
 
 
 def _refuse_a_file_with_a_function(target):

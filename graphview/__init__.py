@@ -44,6 +44,8 @@ from graphview.masked_form import Masked  # noqa: E402
 from graphview.config import config  # noqa: E402
 # Data-parallel training on MPI (ADR 0025).
 from graphview import distributed  # noqa: E402
+# ONNX export and import (ADR 0028); onnx itself is imported only when they are called.
+from graphview import onnx  # noqa: E402
 # Layers, models and initializers (ADR 0023).
 from graphview import init, layers  # noqa: E402
 from graphview.layers import Sequential  # noqa: E402
@@ -69,5 +71,5 @@ __all__ = [
     "Dim", "DimError", "batch_dim", "dims_of", "lengths_of", "mask_of", "set_dims", "unmasked", "DataView",
     "ImageView", "SequenceView", "ClassView", "ListView", "LayoutError", "rearrange", "reduce", "PatternError",
     "masked_sum", "masked_mean", "masked_max", "masked_min", "masked_logsumexp", "masked_softmax",
-    "masked_log_softmax", "masked_softmax_cross_entropy", "init", "layers", "Sequential", "config", "distributed",
+    "masked_log_softmax", "masked_softmax_cross_entropy", "init", "layers", "Sequential", "config", "distributed", "onnx",
 ]

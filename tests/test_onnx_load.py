@@ -463,3 +463,18 @@ def test_exported_examples_load_back_with_the_same_outputs():
         np.testing.assert_allclose(loaded.output(feeds, [output])[output], expected, rtol=1e-6, atol=1e-7)
         trained = {v.name for v in graph.variables() if v.kind == gv.VARIABLE and graph.is_trainable(v.name)}
         assert trained <= {v.name for v in loaded.variables() if v.kind == gv.VARIABLE}   # names kept
+
+
+def test_initializers_stored_as_external_data_are_read(tmp_path):
+    proto, _ = mlp()
+    stored = onnx.ModelProto()
+    stored.CopyFrom(proto)                   # onnx.save moves the tensors out of the proto it is given
+    onnx.save(stored, tmp_path / "mlp.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+              location="weights.bin", size_threshold=0)
+    assert (tmp_path / "weights.bin").stat().st_size > 0
+    feeds = {"x": x_((3, 6), F64_)}
+    np.testing.assert_array_equal(load(tmp_path / "mlp.onnx").output(feeds, ["logits"])["logits"],
+                                  load(proto).output(feeds, ["logits"])["logits"])
+    (tmp_path / "weights.bin").unlink()
+    with pytest.raises(gv.GraphFileError, match="mlp.onnx: cannot read the model's external data"):
+        load(tmp_path / "mlp.onnx")

@@ -60,6 +60,11 @@ def _read(source):
         raise GraphFileError(f"{where}: not an ONNX model (or truncated): {problem}") from None
     if not model.HasField("graph"):
         raise GraphFileError(f"{where}: not an ONNX model: it has no graph")
+    if not isinstance(source, (bytes, bytearray)):
+        try:   # tensors stored beside the file (models over 2 GB): onnx reads them relative to its folder
+            onnx.external_data_helper.load_external_data_for_model(model, os.path.dirname(os.path.abspath(where)))
+        except Exception as problem:  # OSError, or onnx's ValidationError for a missing data file
+            raise GraphFileError(f"{where}: cannot read the model's external data: {problem}") from None
     return model, where
 
 

@@ -74,7 +74,10 @@ def cases():
             ("Max", [node("Max", ["x", "b", "c"])], {"x": x, "c": x_()}, {"b": b4}, 17),
             ("Min", [node("Min", ["x", "b"])], {"x": x}, {"b": b4}, 17),
             ("Sum", [node("Sum", ["x", "b", "c"])], {"x": x, "c": x_()}, {"b": b4}, 17),
-            ("Mean", [node("Mean", ["x", "b"])], {"x": x}, {"b": b4}, 17)]
+            ("Mean", [node("Mean", ["x", "b"])], {"x": x}, {"b": b4}, 17),
+            ("Mean-folded", [oh.make_node("Constant", [], ["c"], value_floats=[1.0, 2.0, 3.0, 4.0]),
+                             oh.make_node("Constant", [], ["c2"], value_float=3.0),
+                             node("Mean", ["c", "c2"], ["m"]), node("Add", ["x", "m"])], {"x": x}, {}, 17)]
     for op in ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"):
         out.append((op, [node(op, ["x", "b"], ["c"]), node("Cast", ["c"], to=TensorProto.FLOAT)],
                     {"x": np.round(x), "b": np.round(x_())}, {}, 17))

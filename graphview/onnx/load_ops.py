@@ -173,7 +173,8 @@ def binary(op):
 def variadic(op, numpy_op):
     def build(cx, node, ins, attrs):
         if known(*ins):
-            return [numpy_op.reduce(np.broadcast_arrays(*ins)) if len(ins) > 1 else ins[0]]
+            total = numpy_op.reduce(np.broadcast_arrays(*ins)) if len(ins) > 1 else ins[0]
+            return [total / len(ins) if node.op_type == "Mean" else total]
         result = cx.var(ins[0])
         for i, x in enumerate(ins[1:], start=2):
             last = i == len(ins) and node.op_type != "Mean"

@@ -4,6 +4,8 @@ Every supported op type has a model whose graphview output equals onnxruntime's 
 relative; float64 where onnxruntime has kernels); an MLP, a CNN and an LSTM imported in float64 pass
 gradient checks and train; names are kept; unsupported ops and bad files are refused clearly.
 """
+import sys
+
 import numpy as np
 import pytest
 
@@ -481,3 +483,9 @@ def test_initializers_stored_as_external_data_are_read(tmp_path):
     (tmp_path / "weights.bin").unlink()
     with pytest.raises(gv.GraphFileError, match="mlp.onnx: cannot read the model's external data"):
         load(tmp_path / "mlp.onnx")
+
+
+def test_without_onnx_installed_load_says_how_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "onnx", None)            # import onnx now raises ImportError
+    with pytest.raises(gv.GraphFileError, match=r"needs the onnx package: pip install 'graphview\[onnx\]'"):
+        load(tmp_path / "model.onnx")

@@ -130,7 +130,7 @@ def load(source, *, names=None):
     empty graph, refused by onnx.checker) raise GraphFileError with where and what; op types without
     a builder are listed in one OnnxImportError (a GraphFileError) before anything is built.
     """
-    import onnx  # an optional dependency (the onnx extra)
+    onnx = _onnx()
     from onnx import numpy_helper  # an optional dependency (the onnx extra)
 
     model, where = _read(source)

@@ -30,6 +30,7 @@ from graphview_kernels import norm as kernels
 from graphview_kernels.elementwise import copy as copy_kernel
 
 BATCH_PARTS = ("x", "gamma", "beta", "running_mean", "running_var")
+GRAD_PARTS = BATCH_PARTS + ("affine",)   # affine: gamma's and beta's gradients as rows, in one pass
 LAYER_PARTS = ("x", "gamma", "beta")
 
 
@@ -142,7 +143,7 @@ def _batch_norm_grad_shape(x, gamma, running_mean, running_var, grad, *masks, ax
     check_masks("batch_norm_grad", x, masks)
     if len(grad) != len(x) or any(None not in (g, s) and g != s for g, s in zip(grad, x)):
         raise ShapeError(f"grad has shape {format_shape(grad)}, x {format_shape(x)}; they must be the same")
-    return x if part == "x" else (_channel_count(x, axis),)
+    return x if part == "x" else (2, _channel_count(x, axis)) if part == "affine" else (_channel_count(x, axis),)
 
 
 def _batch_norm_grad_kernel(x, gamma, running_mean, running_var, grad, *arrays, axis=1, eps=1e-5, part="x"):
@@ -166,6 +167,8 @@ def _batch_norm_grad_kernel(x, gamma, running_mean, running_var, grad, *arrays, 
             kernels.zero_padding(out3, valid)
     elif part == "gamma":
         out[...] = sum_gxhat
+    elif part == "affine":
+        out[0], out[1] = sum_gxhat, sum_g
     elif part == "beta":
         out[...] = sum_g
     elif batch:   # a training step's output does not depend on the running statistics
@@ -187,6 +190,7 @@ def _batch_norm_grad_reference(x, gamma, running_mean, running_var, grad, *masks
     result = {"x": lambda: grad * (gamma * invstd).reshape(shape),
               "gamma": lambda: np.sum(grad * xhat, axis=others),
               "beta": lambda: np.sum(grad, axis=others),
+              "affine": lambda: np.stack([np.sum(grad * xhat, axis=others), np.sum(grad, axis=others)]),
               "running_mean": lambda: -np.sum(grad, axis=others) * gamma * invstd,
               "running_var": lambda: -0.5 * gamma * invstd ** 3 * np.sum(grad * (x - running_mean.reshape(shape)),
                                                                          axis=others)}[part]()
@@ -196,7 +200,7 @@ def _batch_norm_grad_reference(x, gamma, running_mean, running_var, grad, *masks
 def _batch_norm_grad_samples():
     r = np.random.default_rng(1602)
     samples = []
-    for part in BATCH_PARTS:
+    for part in GRAD_PARTS:
         x, gamma, _, mean, var = _channel_inputs(r, (4, 3, 2), 1, np.float64)
         samples.append(Sample((x, gamma, mean, var, r.normal(size=x.shape)), {"axis": 1, "part": part}, label=part))
     x, gamma, _, mean, var = _channel_inputs(r, (3, 2, 4), 2, np.float32)
@@ -217,8 +221,9 @@ batch_norm_grad = defop(
     accepts=dtypes.FLOATS, samples=_batch_norm_grad_samples,
     no_gradient="batch_norm's gradient is a dedicated backward kernel: no second derivatives",
     reference=_batch_norm_grad_reference, family="norm",
-    attrs={"axis": attributes.Axis(), "eps": _EPS, "part": attributes.OneOf(BATCH_PARTS)},
-    doc="batch_norm's dedicated backward kernel: the gradient of one input ('part'), through the batch "
+    attrs={"axis": attributes.Axis(), "eps": _EPS, "part": attributes.OneOf(GRAD_PARTS)},
+    doc="batch_norm's dedicated backward kernel: the gradient of one input ('part'; 'affine': gamma's and "
+        "beta's as the rows of one (2, channels) result), through the batch "
         "statistics in a training step (PyTorch's backward), the running ones elsewhere; not differentiable.")
 
 

@@ -59,8 +59,9 @@ def test_each_fusable_op_fused_with_its_consumer_equals_its_unfused_result(case)
     fused, plain, plan = run_both(g, feeds, [z])
     np.testing.assert_array_equal(fused[z.name], plain[z.name])
     assert fused[z.name].dtype == plain[z.name].dtype
+    flat = all(a.flags.c_contiguous and (a.shape == y.shape or a.size == 1) for a in feeds.values())
     if None not in y.shape and y.node.kind is gv.ARRAY and fusion.scalar_of(y.node):
-        assert plan.fused == 1, g.explain([z])
+        assert plan.fused == (1 if flat else 0), g.explain([z])     # broadcast or strided inputs: unfused
 
 
 def test_relu_of_a_times_b_plus_c_is_one_kernel_and_exact():
@@ -76,16 +77,19 @@ def test_relu_of_a_times_b_plus_c_is_one_kernel_and_exact():
     assert len(line) == 1 and all(op in line[0] for op in ("mul", "add", "relu")), g.explain([y])
 
 
-def test_strided_broadcast_and_scalar_inputs_take_the_strided_or_flat_forms():
+def test_groups_fuse_over_whole_arrays_and_single_elements_and_run_unfused_over_broadcast_or_strided_inputs():
     g = gv.Graph()
     x = g.placeholder("x", (6, 5), "float32")
     row = g.placeholder("row", (5,), "float32")
-    y = g.math.exp(g.math.tanh(x) * row - 0.5)
+    y = g.math.exp(g.math.tanh(x) * row - 0.5)          # row broadcasts: the strided loop was 2-5x slower
+    z = g.math.exp(g.math.tanh(x) * 2.0 - 0.5)           # a single element: fused
     base = np.random.default_rng(1).normal(size=(5, 6)).astype(np.float32)
     for feeds in ({"x": base.T, "row": base[:, 0]}, {"x": np.ascontiguousarray(base.T), "row": base[:, 0]}):
         fused, plain, plan = run_both(g, feeds, [y])
-        assert np.array_equal(fused[y.name], plain[y.name]) and plan.fused == 3
-        assert fused[y.name].dtype == np.float32
+        assert np.array_equal(fused[y.name], plain[y.name]) and plan.fused == 0
+        fused, plain, plan = run_both(g, feeds, [z])
+        assert np.array_equal(fused[z.name], plain[z.name]) and fused[z.name].dtype == np.float32
+        assert plan.fused == (3 if feeds["x"].flags.c_contiguous else 0)
 
 
 def test_intermediates_others_need_are_not_fused_and_requested_ones_are_kept():
@@ -128,7 +132,7 @@ def test_gradient_graphs_fuse_and_agree():
     assert np.array_equal(fused, plain)
     gradient = g.gradient_graph(["w"])
     plan, _ = executor_of(gradient.graph).plan(feeds, [gradient.gradients["w"].name])
-    assert plan.fused >= 2
+    assert plan.fused >= 1
 
 
 class Recorder(gv.Listener):

@@ -60,3 +60,8 @@ def test_the_digits_example_trains_data_parallel_and_reports_once(tmp_path):
 def test_a_listener_on_rank_0_stops_every_rank_at_the_same_step(tmp_path):
     lines = launch(2, "early_stop.py", cwd=tmp_path).split("\n")[:-1]
     assert lines == ["[(3, 1, 3), (10, 2, 10)]"] * 2     # within an epoch at iteration 3; after epoch 2
+
+
+def test_losses_averaged_over_valid_entries_and_ranks_reading_different_data_are_refused(tmp_path):
+    lines = launch(2, "refusals.py", cwd=tmp_path).split("\n")[:-1]
+    assert lines == ["nll refused;sizes refused"] * 2

@@ -64,6 +64,8 @@ class DataParallel:
     def start(self, graph, names, updater):
         """Broadcast every VARIABLE from rank 0, lay out the gradient buffers of ``names``, and with the
         sharded update take this rank's chunk of any updater state already there (a resumed run)."""
+        if self.loss_reduction == "mean":
+            _refuse_means_over_entries(graph)
         for node in graph.nodes():
             if node.kind is Kind.VARIABLE:
                 self.world.broadcast_(graph.stored(node.name))
@@ -114,10 +116,15 @@ class DataParallel:
         return local / total if self.loss_reduction == "mean" else 1.0
 
     def global_loss(self, loss, local, total):
-        """The whole batch's loss from each rank's loss of its share."""
-        if self.loss_reduction == "sum":
-            return self.world.sum(loss)
-        return self.world.sum(loss * local) / total
+        """The whole batch's loss from each rank's loss of its share; every rank must have read a batch of
+        the same size (ranks reading different data are a DistributedError, not a silent mix)."""
+        exchanged = np.array([loss if self.loss_reduction == "sum" else loss * local, local, total], np.float64)
+        self.world.allreduce_(exchanged)
+        if exchanged[1] != total or exchanged[2] != total * self.size:
+            raise DistributedError(f"rank {self.rank} of {self.size}: the ranks read batches of different sizes "
+                                   f"(this rank {total} rows; the shares add up to {exchanged[1]:g}); every rank "
+                                   "must read the same data in the same order (same data set, same Shuffle seed)")
+        return exchanged[0] if self.loss_reduction == "sum" else exchanged[0] / total
 
     def average_state(self, graph, names, new_state, rows, total):
         """The state updates (batch norm's running statistics, computed from each rank's share) averaged
@@ -183,6 +190,25 @@ class DataParallel:
     def __repr__(self):
         mode = "sharded update" if self.sharded_update else "all-reduce"
         return f"DataParallel({self.world!r}, {mode})"
+
+
+# Losses whose mean divides by a count of valid entries (labels not ignored, positions inside the lengths),
+# not by the rows: weighting each rank's mean by its rows would not give the whole batch's gradient.
+MEANS_OVER_ENTRIES = {"masked_softmax_cross_entropy": "a mean over the valid positions",
+                      "nll": "a mean over the labels not equal to ignore_index"}
+
+
+def _refuse_means_over_entries(graph):
+    for name in sorted(graph.ancestors(graph.loss_names)):
+        node = graph.node(name)
+        why = MEANS_OVER_ENTRIES.get(node.op)
+        if node.op == "masked_mean" and node.attributes.get("axis") is None:   # over the batch too
+            why = "a mean over every valid position of the batch"
+        if why is not None and node.attributes.get("reduction", "mean") == "mean":
+            raise DistributedError(
+                f"DataParallel: the loss reads {node.op} {node.name!r}, {why}, not over the batch's rows, so the "
+                "ranks' gradients cannot be weighted by their rows; give it reduction='sum' and "
+                "DataParallel(world, loss_reduction='sum') (and scale the learning rate), or train in one process")
 
 
 def _bad(timeout):

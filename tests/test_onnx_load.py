@@ -489,3 +489,4 @@ def test_without_onnx_installed_load_says_how_to_get_it(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "onnx", None)            # import onnx now raises ImportError
     with pytest.raises(gv.GraphFileError, match=r"needs the onnx package: pip install 'graphview\[onnx\]'"):
         load(tmp_path / "model.onnx")
+

@@ -166,7 +166,12 @@ def binary(op):
             return [np.fix(np.true_divide(a, b)).astype(a.dtype)]
         if node.op_type == "Pow" and not isinstance(b, Variable):
             b = np.asarray(b, dtype=a.dtype)
-        return [getattr(cx.g.math, op)(cx.var(a), cx.var(b), name=cx.name())]
+        a = cx.var(a)
+        if node.op_type in ("Div", "Pow") and a.dtype.kind in "iu":
+            # ONNX keeps integers: Div truncates toward 0, Pow stays integer (graphview's compute in float64;
+            # exact while the values stay below 2**53)
+            return [cx.g.math.cast(getattr(cx.g.math, op)(a, cx.var(b)), a.dtype.name, name=cx.name())]
+        return [getattr(cx.g.math, op)(a, cx.var(b), name=cx.name())]
     return build
 
 

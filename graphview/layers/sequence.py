@@ -5,6 +5,7 @@ from graphview import init as initializers
 from graphview.errors import OpArgumentError
 from graphview.indexing import interval, point
 from graphview.indexing import all as every
+from graphview.layouts import table
 from graphview.layers.base import Layer, flag, float_dtype, positive_int, static_size
 
 RECURRENT_LAYOUTS = ("btf", "tbf")
@@ -13,11 +14,11 @@ RECURRENT_LAYOUTS = ("btf", "tbf")
 class _Recurrent(Layer):
     gates, op = None, None
 
-    def __init__(self, units, return_sequences=False, layout="btf", kernel_init=None, dtype=None, *, bias_init=None,
+    def __init__(self, units, return_sequences=False, layout=None, kernel_init=None, dtype=None, *, bias_init=None,
                  name=None, seed=None):
         super().__init__(name=name, seed=seed)
         self.units = positive_int(self, "units", units)
-        if layout not in RECURRENT_LAYOUTS:
+        if layout is not None and layout not in RECURRENT_LAYOUTS:
             raise OpArgumentError(f"{type(self).__name__}: layout must be 'btf' or 'tbf', not {layout!r}")
         self.return_sequences = flag(self, "return_sequences", return_sequences)
         self.layout, self.dtype = layout, dtype
@@ -33,16 +34,31 @@ class _Recurrent(Layer):
         self.bias_hh = self.add_variable("bias_hh", (rows,), dtype, self.bias_init, fans)
         self.zeros = self.graph.constant("zeros", np.zeros((1, self.units), dtype))
 
-    def zero_state(self, x):
+    def layout_of(self, x):
+        """The layout given, else the one x's Dims say ('tbf' when its batch Dim is axis 1), else 'btf'; a
+        layout that contradicts the Dims is refused (it would read the time axis as the batch)."""
+        dims = table.dims_of(x) or ()
+        batch = [axis for axis, dim in enumerate(dims) if dim is not None and dim.kind == "batch"]
+        from_dims = {0: "btf", 1: "tbf"}.get(batch[0]) if batch else None
+        if batch and from_dims is None:
+            raise OpArgumentError(f"{self.describe()}: {x.name!r} has its batch Dim at axis {batch[0]}; a recurrent "
+                                  "layer reads (batch, time, features) or (time, batch, features)")
+        if self.layout is not None and from_dims is not None and self.layout != from_dims:
+            raise OpArgumentError(f"{self.describe()}: layout {self.layout!r} but {x.name!r}'s Dims put the batch at "
+                                  f"axis {batch[0]}, which is layout {from_dims!r}; give layout={from_dims!r} or "
+                                  "leave layout out")
+        return self.layout or from_dims or "btf"
+
+    def zero_state(self, x, layout):
         """A (batch, units) zero state for x's batch, whatever its size: the zero row broadcast along a
         (batch, 1) view of x (the view's values, even NaN, do not reach it)."""
         g = x.graph
-        batch = (every(), point(0), interval(0, 1)) if self.layout == "btf" else (point(0), every(), interval(0, 1))
+        batch = (every(), point(0), interval(0, 1)) if layout == "btf" else (point(0), every(), interval(0, 1))
         column = g.create_view(x, *batch)
         return g.math.where(g.math.eq(column, column), self.zeros, self.zeros)
 
     def forward(self, x, lengths=None):
-        outputs, h_n = self.run(x, lengths)
+        outputs, h_n = self.run(x, lengths, self.layout_of(x))
         return outputs if self.return_sequences else h_n
 
 
@@ -54,10 +70,10 @@ class LSTM(_Recurrent):
     (weight_ih, weight_hh) or ``bias_init`` (bias_ih, bias_hh) say otherwise."""
     gates = 4
 
-    def run(self, x, lengths):
-        zeros = self.zero_state(x)
+    def run(self, x, lengths, layout):
+        zeros = self.zero_state(x, layout)
         outputs, h_n, _ = x.graph.nn.lstm(x, zeros, zeros, self.weight_ih, self.weight_hh, self.bias_ih,
-                                          self.bias_hh, lengths=lengths, layout=self.layout)
+                                          self.bias_hh, lengths=lengths, layout=layout)
         return outputs, h_n
 
 
@@ -66,9 +82,9 @@ class GRU(_Recurrent):
     as :class:`LSTM` does."""
     gates = 3
 
-    def run(self, x, lengths):
-        return x.graph.nn.gru(x, self.zero_state(x), self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh,
-                              lengths=lengths, layout=self.layout)
+    def run(self, x, lengths, layout):
+        return x.graph.nn.gru(x, self.zero_state(x, layout), self.weight_ih, self.weight_hh, self.bias_ih,
+                              self.bias_hh, lengths=lengths, layout=layout)
 
 
 class MultiHeadAttention(Layer):

@@ -1,4 +1,5 @@
-"""ONNX import of integer arithmetic: Div truncates toward 0 and Pow stays integer, as onnxruntime computes."""
+"""ONNX import of integer arithmetic (Div truncates toward 0, Pow stays integer, as onnxruntime) and a round
+trip that keeps the trainable variables (constants go out as Constant nodes, not initializers)."""
 import numpy as np
 import pytest
 
@@ -23,3 +24,15 @@ def test_integer_div_and_pow_keep_the_integer_dtype_and_truncate(op_type):
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"a": a, "b": b})[0]
     assert ours.dtype == np.int64 and np.array_equal(ours, expected)
+
+
+def test_a_round_trip_adds_no_trainable_variable():
+    import graphview as gv
+    from graphview import layers as L
+    from graphview.onnx.export import to_model
+    g = gv.Graph("rnn")
+    x = g.placeholder("x", (None, 5, 3), "float32")
+    out = gv.Sequential([L.LSTM(4), L.Dense(2)], name="net", seed=0)(x)    # the LSTM's zero state is a constant
+    loaded = load(to_model(g, [out]).SerializeToString())
+    trained = sorted(n.name for n in loaded.nodes() if loaded.is_trainable(n.name))
+    assert trained == sorted(n.name for n in g.nodes() if g.is_trainable(n.name))

@@ -77,9 +77,17 @@ class Context:
         key = (array.dtype.str, array.shape, array.tobytes())
         if key not in self._consts:
             name = self.fresh("const")
-            self.initializers.append(self.onnx.numpy_helper.from_array(array, name))
+            if array.dtype.kind == "f":     # a Constant node: an importer must not take it for a weight
+                self.constant(array, name)
+            else:                           # shapes, axes, indices (onnxruntime's Range wants these)
+                self.initializers.append(self.onnx.numpy_helper.from_array(array, name))
             self._consts[key] = name
         return self._consts[key]
+
+    def constant(self, array, name):
+        """A ``Constant`` node: not an initializer, so an importer does not take it for a weight to train."""
+        tensor = self.onnx.numpy_helper.from_array(np.ascontiguousarray(array), name)
+        self.nodes.append(self.onnx.helper.make_node("Constant", [], [name], name=name, value=tensor))
 
     def ints(self, values):
         return self.const(np.asarray(values, dtype=np.int64).reshape(-1))
@@ -140,9 +148,12 @@ def to_model(graph, outputs, opset=17):
         if node.kind is Kind.PLACEHOLDER:
             inputs.append(_value_info(onnx, node.name, node.dtype, node.shape, True))
             tensors[node.name] = node.name
-        elif node.kind in (Kind.VARIABLE, Kind.CONSTANT):
+        elif node.kind is Kind.VARIABLE:
             value = np.asarray(graph.stored(node.name))
             context.initializers.append(onnx.numpy_helper.from_array(np.ascontiguousarray(value), node.name))
+            tensors[node.name] = node.name
+        elif node.kind is Kind.CONSTANT:         # a Constant node: loaded back as a constant, not a weight
+            context.constant(graph.stored(node.name), node.name)
             tensors[node.name] = node.name
     for node in ordered:
         if node.kind is not Kind.ARRAY:

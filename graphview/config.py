@@ -7,10 +7,12 @@ directory; ``max_cached_kernels`` caps the generated kernels kept there (oldest 
 """
 import os
 import sys
+import warnings
 
 from graphview.errors import GraphviewError
 
 OFF = ("0", "false", "off", "no")
+ON = ("", "1", "true", "on", "yes")
 
 
 def user_cache_dir():
@@ -28,7 +30,11 @@ class Config:
     """The switches; ``gv.config`` is the one instance."""
 
     def __init__(self):
-        self.fusion = os.environ.get("GRAPHVIEW_FUSION", "1").strip().lower() not in OFF
+        setting = os.environ.get("GRAPHVIEW_FUSION", "1").strip().lower()
+        if setting not in OFF + ON:
+            warnings.warn(f"GRAPHVIEW_FUSION={setting!r} is not one of {', '.join(OFF + ON[1:])}; fusion stays on",
+                          RuntimeWarning, stacklevel=2)
+        self.fusion = setting not in OFF
         self.cache_dir = os.environ.get("GRAPHVIEW_CACHE_DIR") or user_cache_dir()
         self.max_cached_kernels = 512
 

@@ -52,7 +52,8 @@ class Culprit:
         rule = f"the gradient rule of op {self.op!r} (node {self.node!r})"
         if self.kink is not None:
             return (f"the loss is not differentiable within eps of this point at op {self.op!r} (node {self.node!r}, "
-                    f"input {self.position} {self.input!r}): its one-sided differences disagree (forward "
+                    f"input {self.position} {self.input!r}): its one-sided differences along a random direction "
+                    f"disagree (forward "
                     f"{self.kink[0]:.6g}, backward {self.kink[1]:.6g}; the rule gives {self.analytic:.6g}), so the "
                     "rule is not blamed: a kink (relu at 0, a max-pool tie, abs at 0) lies within eps; check at "
                     "another point or with a smaller eps")

@@ -36,3 +36,13 @@ def test_a_round_trip_adds_no_trainable_variable():
     loaded = load(to_model(g, [out]).SerializeToString())
     trained = sorted(n.name for n in loaded.nodes() if loaded.is_trainable(n.name))
     assert trained == sorted(n.name for n in g.nodes() if g.is_trainable(n.name))
+
+
+def test_a_path_that_cannot_be_written_or_read_is_a_graphview_error(tmp_path):
+    import graphview as gv
+    g = gv.Graph()
+    y = g.math.exp(g.placeholder("x", (2,)))
+    with pytest.raises(gv.onnx.OnnxExportError, match="cannot write the ONNX file"):
+        gv.onnx.export(g, tmp_path / "missing" / "model.onnx", [y])
+    with pytest.raises(gv.GraphFileError, match="takes a file path, the file's bytes or an onnx.ModelProto"):
+        gv.onnx.load(None)

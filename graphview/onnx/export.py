@@ -192,6 +192,11 @@ def export(graph, path, outputs, opset=17):
     ``opset`` (17 to 21) :class:`OnnxExportError`, both before anything is written."""
     model = to_model(graph, outputs, opset)
     onnx = _onnx()
-    path = os.fspath(path)
-    onnx.save_model(model, path)
+    try:
+        path = os.fspath(path)
+        onnx.save_model(model, path)
+    except TypeError:
+        raise OnnxExportError(f"export: path must be a file path, not {type(path).__name__} {path!r}") from None
+    except OSError as problem:   # a missing folder, permissions, a full disk: the user's path
+        raise OnnxExportError(f"{path}: cannot write the ONNX file: {problem.strerror or problem}") from None
     return path

@@ -45,6 +45,9 @@ def _read(source):
     if isinstance(source, (bytes, bytearray)):
         where, data = "the ONNX bytes given", bytes(source)
     else:
+        if not isinstance(source, (str, os.PathLike)):
+            raise GraphFileError(f"gv.onnx.load takes a file path, the file's bytes or an onnx.ModelProto, not "
+                                 f"{type(source).__name__} {source!r:.60}")
         where = os.fspath(source)
         try:
             with open(where, "rb") as file:

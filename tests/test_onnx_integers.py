@@ -46,3 +46,17 @@ def test_a_path_that_cannot_be_written_or_read_is_a_graphview_error(tmp_path):
         gv.onnx.export(g, tmp_path / "missing" / "model.onnx", [y])
     with pytest.raises(gv.GraphFileError, match="takes a file path, the file's bytes or an onnx.ModelProto"):
         gv.onnx.load(None)
+
+
+def test_a_negative_scalar_gather_on_an_axis_of_unknown_size_is_a_view_from_the_end():
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["x", "last"], ["y"], axis=1)], "last-step",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "time", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor("last", TensorProto.INT64, [], [-1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    names = {}
+    g = load(model.SerializeToString(), names=names)
+    x = np.random.default_rng(0).normal(size=(2, 5, 3)).astype(np.float32)
+    np.testing.assert_array_equal(g.output({"x": x}, [names["y"]])[names["y"]], x[:, -1])

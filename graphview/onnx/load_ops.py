@@ -382,6 +382,8 @@ def gather(cx, node, ins, attrs):
     axis = axis_of(cx, int(attrs.get("axis", 0)), len(shape))
     if known(indices):
         indices = np.asarray(indices).astype(np.int64)
+        if indices.ndim == 0 and not known(x) and shape[axis] is None:   # x[:, -1]: a view counts from the end
+            return [view(cx, x, (slice(None),) * axis + (int(indices),), cx.name())]
         if (indices < 0).any():
             if shape[axis] is None:
                 cx.fail(f"negative indices on axis {axis} of unknown size")

@@ -125,7 +125,7 @@ def runner(group, shapes, contiguous):
         # Measured: the 4-D strided loop over broadcast or transposed inputs ran 2-5x slower than the ops
         # one by one (tanh(h + bias) on (256, 512): 1019 us fused, 187 us not), so such groups run unfused.
         return None
-    kernel = fused_kernels.load(fused_kernels.source(members, len(inputs), "flat", single))
+    kernel = fused_kernels.load(fused_kernels.source(members, len(inputs), single))
     threshold = min(getattr(get_op(m.op).kernel, "threshold", math.inf) for m in group.members)
     return inputs, _flat_runner(kernel, shape, dtype, size, threshold)
 

@@ -20,22 +20,20 @@ CHAIN = 1000
 BIG = 10_000_000
 
 
-def executor_overhead():
-    """Microseconds per node of a chain of element-wise ops on 16 elements."""
+def chain_graph():
+    """``(graph, output, feeds)``: CHAIN element-wise ops (tanh, neg, * 0.5 in turn) on 16 elements."""
     g = gv.Graph("chain")
     x = g.placeholder("x", (16,))
     y = x
     for step in range(CHAIN):
         y = (g.math.tanh, g.math.neg, lambda v: g.math.mul(v, 0.5))[step % 3](y)
-    feeds = {"x": np.linspace(-1, 1, 16)}
-    ours = best_time(lambda: g.output(feeds, [y]), repeat=7, number=5) / CHAIN * 1e6
-    rows = [("executor overhead (us per node)", f"{ours:.2f}", "-", "-", "<= 2 us", _torch_chain())]
-    return rows
+    return g, y, {"x": np.linspace(-1, 1, 16)}
 
 
-def _torch_chain():
+def torch_chain_time(repeat=7):
+    """PyTorch eager's microseconds per op on the same chain, or None without PyTorch."""
     if torch is None:
-        return "not installed"
+        return None
     value = torch.linspace(-1, 1, 16, dtype=torch.float64)
 
     def run():
@@ -43,7 +41,16 @@ def _torch_chain():
         for step in range(CHAIN):
             y = (torch.tanh, torch.neg, lambda v: v * 0.5)[step % 3](y)
         return y
-    return f"{best_time(run, repeat=7, number=5) / CHAIN * 1e6:.2f} us/op"
+    return best_time(run, repeat=repeat, number=5) / CHAIN * 1e6
+
+
+def executor_overhead():
+    """Microseconds per node of a chain of element-wise ops on 16 elements."""
+    g, y, feeds = chain_graph()
+    ours = best_time(lambda: g.output(feeds, [y]), repeat=7, number=5) / CHAIN * 1e6
+    theirs = torch_chain_time()
+    reference = "not installed" if theirs is None else f"{theirs:.2f} us/op"
+    return [("executor overhead (us per node)", f"{ours:.2f}", "-", "-", "<= 2 us", reference)]
 
 
 def elementwise_throughput():

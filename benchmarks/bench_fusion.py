@@ -22,13 +22,13 @@ import numpy as np
 from numba import njit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import best_time, optional, table  # noqa: E402
+from common import best_time, table  # noqa: E402
+from bench_core import CHAIN, chain_graph, torch_chain_time  # noqa: E402
 from bench_train import graphview_step  # noqa: E402
 
 import graphview as gv  # noqa: E402
 
-torch = optional("torch")
-BIG, CHAIN = 10_000_000, 1000
+BIG = 10_000_000
 
 
 @njit(cache=True)
@@ -70,25 +70,12 @@ def relu_axpy(repeats):
 
 
 def chain(repeats):
-    g = gv.Graph("chain")
-    x = g.placeholder("x", (16,))
-    y = x
-    for step in range(CHAIN):
-        y = (g.math.tanh, g.math.neg, lambda v: g.math.mul(v, 0.5))[step % 3](y)
-    feeds = {"x": np.linspace(-1, 1, 16)}
+    g, y, feeds = chain_graph()
     fused = best_time(switched(True, lambda: g.output(feeds, [y])), repeats, 5) / CHAIN * 1e6
     unfused = best_time(switched(False, lambda: g.output(feeds, [y])), repeats, 5) / CHAIN * 1e6
-    reference = "not installed"
-    if torch is not None:
-        value = torch.linspace(-1, 1, 16, dtype=torch.float64)
-
-        def run():
-            v = value
-            for step in range(CHAIN):
-                v = (torch.tanh, torch.neg, lambda u: u * 0.5)[step % 3](v)
-            return v
-        per_op = best_time(run, repeats, 5) / CHAIN * 1e6
-        reference = f"PyTorch {per_op:.2f} us/op (fused/PyTorch {fused / per_op:.3f})"
+    per_op = torch_chain_time(repeats)
+    reference = ("not installed" if per_op is None
+                 else f"PyTorch {per_op:.2f} us/op (fused/PyTorch {fused / per_op:.3f})")
     return [("executor chain, 1,000 ops on 16 elements (us per node)", f"{fused:.3f}", f"{unfused:.2f}", reference,
              "<= 0.25x PyTorch")]
 

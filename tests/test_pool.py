@@ -331,3 +331,12 @@ def test_max_pool_nan_propagates_as_torch():
     np.testing.assert_array_equal(got, F.max_pool2d(torch.tensor(x), 2).numpy())
     expected = _torch_gradients(lambda t: F.max_pool2d(t, 2), x, weights)
     np.testing.assert_array_equal(_graph_gradients(lambda g, v: g.nn.max_pool2d(v, 2), x, weights), expected)
+
+
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
+def test_an_empty_spatial_axis_is_refused_even_with_padding(op):
+    g = gv.Graph()
+    x = g.placeholder("x", (1, 1, None, 4))
+    y = getattr(g.nn, op)(x, 2, padding=((1, 1), (0, 0)))       # windows of padding only: row 0 was read
+    with pytest.raises(gv.ShapeError, match=f"{op}: spatial axis h of x \\(1, 1, 0, 4\\) is empty"):
+        g.output({"x": np.zeros((1, 1, 0, 4))}, [y])

@@ -48,6 +48,9 @@ def _pooled_shape(op, rank, x, kernel_size, stride, padding, layout):
                              "(each pad must be at most kernel_size // 2, as in PyTorch)")
     out = list(x)
     for i, axis in enumerate(where.spatial):
+        if x[axis] == 0:     # padding alone would make windows of nothing but padding (the kernels read row 0)
+            raise ShapeError(f"{op}: spatial axis {layout[axis]} of x {format_shape(x)} is empty; pooling needs "
+                             "at least one element along it, as in PyTorch")
         out[axis] = output_size(op, layout[axis], x[axis], kernel_size[i], stride[i], padding[i])
     return tuple(out)
 

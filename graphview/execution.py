@@ -176,6 +176,7 @@ class Executor:
         self._plans = collections.OrderedDict()
         self._schedules = collections.OrderedDict()
         self._ancestors = collections.OrderedDict()
+        self._groups = collections.OrderedDict()
         self._lock = threading.RLock()
 
     @property
@@ -194,39 +195,38 @@ class Executor:
                                        checked_feed)
         key = (names, config.fusion,
                tuple((n, a.shape, a.dtype.str, a.flags.c_contiguous) for n, a in sorted(feeds.items())))
-        plan = self._plans.get(key)
-        if plan is None:
-            with self._lock:
-                plan = self._plans.get(key) or self._build(names, feeds)
-                self._plans[key] = plan
-                while len(self._plans) > MAX_PLANS:
-                    self._plans.popitem(last=False)
-        return plan, feeds
+        return self._cached(self._plans, key, lambda: self._build(names, feeds)), feeds
 
     def schedule(self, names):
         """The run order and buffer decisions for ``names`` (structure only, cached)."""
         names = tuple(dict.fromkeys(names))
-        found = self._schedules.get(names)
-        if found is None:
-            found = schedule(self.graph, names, self._needed(names))
-            with self._lock:
-                self._schedules[names] = found
-                while len(self._schedules) > MAX_PLANS:
-                    self._schedules.popitem(last=False)
-        return found
+        return self._cached(self._schedules, names, lambda: schedule(self.graph, names, self._needed(names)))
+
+    def groups(self, names):
+        """The fused groups of the schedule for ``names`` (structure only, cached with it)."""
+        names = tuple(dict.fromkeys(names))
+        return self._cached(self._groups, names, lambda: fusion.groups(self.schedule(names), names))
 
     def _needed(self, names, kind=None):
         """The nodes ``names`` depend on (of ``kind`` only, when given), in creation order; cached,
         since a node's inputs never change."""
-        found = self._ancestors.get((names, kind))
+        if kind is not None:
+            return self._cached(self._ancestors, (names, kind),
+                                lambda: [node for node in self._needed(names) if node.kind is kind])
+        graph = self.graph
+        return self._cached(self._ancestors, (names, None),
+                            lambda: sorted(map(graph.node, graph.ancestors(names)), key=lambda node: node.index))
+
+    def _cached(self, cache, key, make):
+        """``cache[key]``, made by ``make()`` on a miss; each cache keeps its newest MAX_PLANS entries."""
+        found = cache.get(key)
         if found is None:
-            graph = self.graph
-            found = sorted(map(graph.node, graph.ancestors(names)), key=lambda node: node.index)
-            found = [node for node in found if kind is None or node.kind is kind]
             with self._lock:
-                self._ancestors[(names, kind)] = found
-                while len(self._ancestors) > MAX_PLANS:
-                    self._ancestors.popitem(last=False)
+                found = cache.get(key)
+                if found is None:
+                    found = cache[key] = make()
+                    while len(cache) > MAX_PLANS:
+                        cache.popitem(last=False)
         return found
 
     def _build(self, names, feeds):
@@ -256,9 +256,10 @@ class Executor:
             steps.append(Step(node, definition, run, kernel_call, copies, tuple(slots[n] for n in node.inputs),
                               slots[node.name], shape, node.dtype, definition.view))
         keep = set(slots[n] for n in names)
-        _assign_frees(steps, keep)
+        for step, free in zip(steps, _frees([s.inputs for s in steps], keep)):
+            step.free = free
         copy_outputs = {name for name in names if plan.external(name)}
-        fused = _fused_loop(steps, fusion.groups(plan, names), shapes, contiguous, slots, keep) if config.fusion else None
+        fused = _fused_loop(steps, self.groups(names), shapes, contiguous, slots, keep) if config.fusion else None
         return Plan(self.graph, names, sources, steps, slots, copy_outputs, fused)
 
     def explain(self, names):
@@ -282,7 +283,7 @@ class Executor:
                 line += f"; copies input {position} ({node.inputs[position]}) first: {reason}"
             lines.append(line)
         if config.fusion:
-            for group in fusion.groups(plan, names):
+            for group in self.groups(names):
                 lines.append(f"  fused    {group.root.name} in one generated kernel, {len(group.members)} ops: "
                              f"{group.describe()} (run unfused when listeners watch)")
         for name in names:
@@ -304,34 +305,24 @@ def _fused_loop(steps, groups, shapes, contiguous, slots, keep):
             skipped.update(m.name for m in group.members[:-1])
     if not replaced:
         return None
-    entries = []
-    for step in steps:
-        if step.node.name in skipped:
-            continue
-        run, inputs = replaced.get(step.node.name, (step.run, step.inputs))
-        entries.append([run, inputs, step.out])
+    entries = [replaced.get(step.node.name, (step.run, step.inputs)) + (step.out,)
+               for step in steps if step.node.name not in skipped]
+    frees = _frees([inputs for _, inputs, _ in entries], keep)
+    return [(run, inputs, out, free) for (run, inputs, out), free in zip(entries, frees)]
+
+
+def _frees(input_slots, keep):
+    """For each step (its input slots, in run order), the slots to clear after it: those it reads last,
+    unless in ``keep``."""
     last = {}
-    for index, (_, inputs, _) in enumerate(entries):
+    for index, inputs in enumerate(input_slots):
         for slot in inputs:
             last[slot] = index
     frees = collections.defaultdict(list)
     for slot, index in last.items():
         if slot not in keep:
             frees[index].append(slot)
-    return [(run, inputs, out, tuple(frees.get(index, ()))) for index, (run, inputs, out) in enumerate(entries)]
-
-
-def _assign_frees(steps, keep):
-    last = {}
-    for index, step in enumerate(steps):
-        for slot in step.inputs:
-            last[slot] = index
-    frees = collections.defaultdict(list)
-    for slot, index in last.items():
-        if slot not in keep:
-            frees[index].append(slot)
-    for index, step in enumerate(steps):
-        step.free = tuple(frees.get(index, ()))
+    return [tuple(frees.get(index, ())) for index in range(len(input_slots))]
 
 
 def _runner(node, definition, attrs, shape, dtype, in_shapes, in_contiguous, copies=()):

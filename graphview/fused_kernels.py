@@ -15,6 +15,7 @@ The hash covers the source, the scalar functions' file and Numba's version, so a
 folder keeps at most ``gv.config.max_cached_kernels`` kernels (the least recently used go first). When it
 cannot be written, one warning says so and kernels are compiled in memory, per process.
 """
+import functools
 import hashlib
 import importlib.util
 import os
@@ -33,16 +34,15 @@ PREFIX = "gv_fused_"
 
 _lock = threading.Lock()
 _loaded = {}                                # hash -> module, per process
-_warned = set()
+_folders = {}                               # cache folder -> itself when writable, else None
 
 
+@functools.cache
 def _salt():
+    """What a kernel's hash covers besides its text, read on the first kernel (not at import)."""
     with open(elementwise.__file__, "rb") as file:
         scalars = hashlib.sha256(file.read()).hexdigest()
     return f"format {FORMAT}; numba {numba.__version__}; scalars {scalars}"
-
-
-SALT = _salt()
 
 
 def _expression(member, names):
@@ -85,7 +85,7 @@ def source(members, inputs, single=()):
 def load(text):
     """The ``kernel`` of the module with this text (from :func:`source`), from the process's modules,
     the cache folder, or written there now; compiled in memory when the folder cannot be written."""
-    key = hashlib.sha256((SALT + "\n" + text).encode()).hexdigest()[:24]
+    key = hashlib.sha256((_salt() + "\n" + text).encode()).hexdigest()[:24]
     with _lock:
         module = _loaded.get(key)
         if module is None:
@@ -100,7 +100,14 @@ def loaded():
 
 
 def _folder():
+    """The cache folder, checked writable once per process (None, after one warning, when it is not)."""
     folder = os.path.join(os.fspath(config.cache_dir), "fused")
+    if folder not in _folders:
+        _folders[folder] = _writable(folder)
+    return _folders[folder]
+
+
+def _writable(folder):
     try:
         os.makedirs(folder, exist_ok=True)
         probe = os.path.join(folder, f".probe-{os.getpid()}")
@@ -109,11 +116,9 @@ def _folder():
         os.remove(probe)
         return folder
     except OSError as error:
-        if folder not in _warned:
-            _warned.add(folder)
-            warnings.warn(f"graphview: cannot write generated kernels to {folder} ({error.strerror or error}); "
-                          "compiling them in memory in this process (set GRAPHVIEW_CACHE_DIR or "
-                          "gv.config.cache_dir to a writable folder to cache them)", RuntimeWarning, stacklevel=4)
+        warnings.warn(f"graphview: cannot write generated kernels to {folder} ({error.strerror or error}); "
+                      "compiling them in memory in this process (set GRAPHVIEW_CACHE_DIR or "
+                      "gv.config.cache_dir to a writable folder to cache them)", RuntimeWarning, stacklevel=5)
         return None
 
 

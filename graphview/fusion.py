@@ -5,9 +5,11 @@ intermediates nobody else needs: each member other than the group's root is read
 no requested output, and has the root's static shape. The group runs at the root's place in the order,
 so it reads its inputs later than its members would have; a member is left out when an in-place write
 is scheduled between it and the root, so a group never reads a buffer version that such a write
-replaced. :func:`runner` makes, for one group and the shapes of a plan, the function the executor calls
-in place of the members' kernels: one loop over the output, inputs read through their strides, no
-intermediate buffers (graphview/fused_kernels.py writes and caches the kernel).
+replaced. A group reads each input whole or as one element: one whose static shape is neither the
+root's nor a single element (a bias row) keeps the group from forming. :func:`runner` makes, for one
+group and the shapes of a plan, the function the executor calls in place of the members' kernels: one
+flat loop over the output, no intermediate buffers (graphview/fused_kernels.py writes and caches the
+kernel); it declines when the plan's inputs are strided or broadcast after all.
 
 Fused are the ops whose kernel is one of ``graphview_kernels.elementwise``'s (arithmetic, exp/log/...,
 relu, sigmoid, gelu, comparisons, where) without attributes, and ``cast``.
@@ -64,7 +66,7 @@ def scalar_of(node):
 
 def groups(schedule, names):
     """The fused groups of a schedule for outputs ``names`` (structure only: shapes are checked again
-    by :func:`runner` when a plan is built)."""
+    by :func:`runner` when a plan is built). Executors cache them with the schedule."""
     order = schedule.order
     position = {node.name: i for i, node in enumerate(order)}
     consumers = {node.name: set() for node in order}
@@ -75,6 +77,7 @@ def groups(schedule, names):
     writes = [position[n.name] for n in order if get_op(n.op).inplace]
     fusable = {node.name for node in order if scalar_of(node) is not None}
     by_name = {node.name: node for node in order}
+    every = {node.name: node for node in schedule.sources + order}
     requested, taken, found = set(names), set(), []
     for root in reversed(order):
         if root.name not in fusable or root.name in taken:
@@ -92,10 +95,21 @@ def groups(schedule, names):
                     members.add(name)
                     spent += cost
                     grew = True
-        if len(members) > 1:
+        if len(members) > 1 and _flat_inputs(members, every, root.shape):
             taken |= members
             found.append(Group(sorted((by_name[m] for m in members), key=lambda n: position[n.name])))
     return sorted(found, key=lambda group: position[group.root.name])
+
+
+def _flat_inputs(members, nodes, shape):
+    """Whether no input of the group has a static shape other than the root's or a single element."""
+    for member in members:
+        for name in nodes[member].inputs:
+            if name not in members:
+                size = nodes[name].shape
+                if None not in size and size != shape and math.prod(size) != 1:
+                    return False
+    return True
 
 
 def _cost(node, small):
@@ -139,9 +153,11 @@ def _flat_runner(kernel, shape, dtype, size, threshold):
             return out
         return run_flat
 
+    spans = list(chunks(size))
+
     def run_threaded(*arrays):
         out = empty(shape, dtype)
-        futures = [pool().submit(kernel, *arrays, out, lo, hi) for lo, hi in chunks(size)]
+        futures = [pool().submit(kernel, *arrays, out, lo, hi) for lo, hi in spans]
         for future in futures:
             future.result()
         return out

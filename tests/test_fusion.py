@@ -246,8 +246,7 @@ def test_the_cache_keeps_at_most_the_configured_number_of_kernels(tmp_path, monk
     chains = [g.math.neg(a * 2.0), g.math.exp(a * 2.0), g.math.sin(a * 2.0), g.math.cos(a * 2.0)]
     for y in chains:
         g.output({"a": np.ones(3)}, [y])
-    assert len(list((tmp_path / "fused").glob("gv_fused_*.py"))) == 2
-    assert fused_kernels.PREFIX == "gv_fused_"
+    assert len(list((tmp_path / "fused").glob(f"{fused_kernels.PREFIX}*.py"))) == 2
 
 
 def test_large_outputs_are_fused_in_pieces_small_enough_for_llvm_to_vectorize():
@@ -267,3 +266,12 @@ def test_large_outputs_are_fused_in_pieces_small_enough_for_llvm_to_vectorize():
     for i in range(20):
         z = (small.math.tanh, small.math.neg)[i % 2](z)
     assert len(fusion.groups(executor_of(small).schedule([z.name]), [z.name])) == 1
+
+
+def test_explain_lists_no_group_that_a_bias_row_keeps_from_fusing():
+    g = gv.Graph()
+    h, b = g.placeholder("h", (None, 3)), g.placeholder("b", (3,))
+    y = g.math.tanh(h + b)
+    assert "fused" not in g.explain([y])
+    z = g.math.tanh(h * 2.0)
+    assert any(line.split()[0] == "fused" for line in g.explain([z]).splitlines())

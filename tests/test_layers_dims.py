@@ -1,4 +1,4 @@
-"""Recurrent layers read their layout from the input's Dims, and refuse a layout that contradicts them."""
+"""Layers read layouts from the input's Dims or check the ones given; a layer's bad dtype names the layer."""
 import numpy as np
 import pytest
 
@@ -28,3 +28,12 @@ def test_a_layout_that_contradicts_the_dims_is_refused():
     _, x = time_major_graph()
     with pytest.raises(gv.OpArgumentError, match="layout 'btf' but 'x''s Dims put the batch at axis 1"):
         L.LSTM(4, layout="btf")(x)
+
+
+def test_a_batch_norm_layout_is_checked_and_a_layer_dtype_is_named():
+    with pytest.raises(gv.OpArgumentError, match="BatchNorm: layout 'nhwc' is not one of 'bcw', 'bwc', 'bchw'"):
+        L.BatchNorm(layout="nhwc")                               # was read as channels first
+    assert L.BatchNorm(layout="bhwc").axis == 3 and L.BatchNorm(layout="bf").axis == 1
+    g = gv.Graph()
+    with pytest.raises(gv.DTypeError, match="layer 'dense' \\(Dense\\): dtype: 'foo' is not a dtype"):
+        L.Dense(3, dtype="foo")(g.placeholder("x", (None, 3)))

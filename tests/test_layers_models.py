@@ -393,10 +393,10 @@ def test_a_corrupted_layer_record_is_refused_on_load(tmp_path, index):
 ARGUMENT_ERRORS = [
     (lambda: L.Dense(0), "Dense: units must be an int >= 1, not 0"), (lambda: L.Dense(2.5), "units .*not 2.5"),
     (lambda: L.LSTM(True), "LSTM: units must be an int >= 1, not True"),
-    (lambda: L.Conv2D(0, 3), "Conv2D: filters must be an int >= 1"), (lambda: L.Conv1D(4, 0), "or 1 of them, not 0"),
-    (lambda: L.Conv2D(4, (3, 3, 3)), r"Conv2D: kernel_size must be an int >= 1 or 2 of them, not \(3, 3, 3\)"),
+    (lambda: L.Conv2D(0, 3), "Conv2D: filters must be an int >= 1"), (lambda: L.Conv1D(4, 0), "Conv1D: kernel_size 0 holds a value below 1"),
+    (lambda: L.Conv2D(4, (3, 3, 3)), r"Conv2D: kernel_size \(3, 3, 3\) is not an int or 2 ints"),
     (lambda: L.Conv2D(6, 3, groups=4), "Conv2D: filters 6 is not divisible by groups 4"),
-    (lambda: L.Conv2D(4, 3, layout="bcwh"), "Conv2D: layout must be one of 'bchw', 'bhwc', not 'bcwh'"),
+    (lambda: L.Conv2D(4, 3, layout="bcwh"), "Conv2D: layout 'bcwh' is not one of 'bchw', 'bhwc'"),
     (lambda: L.LSTM(3, layout="bft"), "LSTM: layout must be 'btf' or 'tbf'"), (lambda: L.Dropout(1.0), r"in \[0, 1\)"),
     (lambda: L.Dense(2, activation="relu6"), "Dense: unknown activation 'relu6'; one of elu, gelu, "),
     (lambda: L.Activation("swish"), "unknown activation 'swish'"), (lambda: L.LeakyReLU(slope=0.1), "it takes alpha"),

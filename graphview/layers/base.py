@@ -18,6 +18,7 @@ import zlib
 
 import numpy as np
 
+from graphview import dtypes
 from graphview import init as initializers
 from graphview.errors import GraphviewError, OpArgumentError
 from graphview.variable import Variable
@@ -198,7 +199,7 @@ class Layer:
 def float_dtype(layer, x, dtype):
     """The dtype of a layer's variables: ``dtype`` when given, else x's if it is float32/64, else float64."""
     if dtype is not None:
-        dtype = np.dtype(dtype)
+        dtype = dtypes.as_dtype(dtype, f"{layer.describe()}: dtype")
         if dtype not in (np.float32, np.float64):
             raise OpArgumentError(f"{layer.describe()}: dtype must be float32 or float64, not {dtype.name}")
         return dtype

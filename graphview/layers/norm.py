@@ -4,8 +4,12 @@ from graphview.dims import Dim
 from graphview.errors import GraphviewError, OpArgumentError
 from graphview.layers.base import Layer, float_dtype, static_size
 from graphview.layers.basic import feature_axis
+from graphview.ops.spatial import LAYOUTS, layout_of
 
-CHANNEL_LAST = ("bhwc", "bwc", "btf", "bf")
+# The channel axis of each layout name a layer takes: the image layouts' (ops/spatial.py) and the
+# recurrent ones' features ('btf', 'tbf'), and 'bf'.
+CHANNEL_AXIS = {**{name: layout_of("BatchNorm", name, rank).channel for rank, names in LAYOUTS.items()
+                   for name in names}, "btf": 2, "tbf": 2, "bf": 1}
 
 
 class BatchNorm(Layer):
@@ -20,7 +24,9 @@ class BatchNorm(Layer):
         super().__init__(name=name)
         if axis is not None and layout is not None:
             raise OpArgumentError("BatchNorm: give axis or layout, not both")
-        self.axis = axis if axis is not None else (-1 if layout in CHANNEL_LAST else 1)
+        if layout is not None and layout not in CHANNEL_AXIS:
+            raise OpArgumentError(f"BatchNorm: layout {layout!r} is not one of {', '.join(map(repr, CHANNEL_AXIS))}")
+        self.axis = axis if axis is not None else (CHANNEL_AXIS[layout] if layout is not None else 1)
         self.momentum, self.eps, self.dtype = momentum, eps, dtype
 
     def build(self, x):

@@ -6,9 +6,9 @@ from graphview.errors import OpArgumentError
 from graphview.indexing import interval, point
 from graphview.indexing import all as every
 from graphview.layouts import table
+from graphview.ops.recurrent import LAYOUTS
 from graphview.layers.base import Layer, flag, float_dtype, positive_int, static_size
 
-RECURRENT_LAYOUTS = ("btf", "tbf")
 
 
 class _Recurrent(Layer):
@@ -18,7 +18,7 @@ class _Recurrent(Layer):
                  name=None, seed=None):
         super().__init__(name=name, seed=seed)
         self.units = positive_int(self, "units", units)
-        if layout is not None and layout not in RECURRENT_LAYOUTS:
+        if layout is not None and layout not in LAYOUTS:
             raise OpArgumentError(f"{type(self).__name__}: layout must be 'btf' or 'tbf', not {layout!r}")
         self.return_sequences = flag(self, "return_sequences", return_sequences)
         self.layout, self.dtype = layout, dtype

@@ -1,30 +1,11 @@
 """Convolution and pooling layers over 'bcw'/'bwc' (1-D) and 'bchw'/'bhwc' (2-D) layouts (ADR 0023)."""
 import math
 
-import numpy as np
-
 from graphview import init as initializers
 from graphview.errors import OpArgumentError
 from graphview.layers.base import Layer, flag, float_dtype, positive_int, static_size
 from graphview.layers.basic import activation_of
-
-LAYOUTS = {1: ("bcw", "bwc"), 2: ("bchw", "bhwc")}
-
-
-def _layout(owner, layout, rank):
-    if layout not in LAYOUTS[rank]:
-        raise OpArgumentError(f"{owner}: layout must be one of {', '.join(map(repr, LAYOUTS[rank]))}, not {layout!r}")
-    return layout
-
-
-def _sizes(owner, what, value, rank):
-    """An int or a tuple of ``rank`` ints, each >= 1, as a tuple."""
-    values = (value,) * rank if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
-    if (not isinstance(values, (tuple, list)) or len(values) != rank
-            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in values)):
-        raise OpArgumentError(f"{owner}: {what} must be an int >= 1 or {rank} of them, not {value!r}")
-    return tuple(int(v) for v in values)
-
+from graphview.ops.spatial import LAYOUTS, layout_of, tuple_of
 
 class _Conv(Layer):
     rank = None
@@ -34,11 +15,11 @@ class _Conv(Layer):
         super().__init__(name=name, seed=seed)
         owner = type(self).__name__
         self.filters = positive_int(self, "filters", filters)
-        self.kernel_size = _sizes(owner, "kernel_size", kernel_size, self.rank)
+        self.kernel_size = tuple_of(owner, "kernel_size", kernel_size, self.rank)
         self.groups = positive_int(self, "groups", groups)
         if self.filters % self.groups:
             raise OpArgumentError(f"{owner}: filters {self.filters} is not divisible by groups {self.groups}")
-        self.layout = _layout(owner, layout or LAYOUTS[self.rank][0], self.rank)
+        self.layout = layout_of(owner, layout or LAYOUTS[self.rank][0], self.rank).name
         self.options = {"stride": stride, "padding": padding, "dilation": dilation, "groups": self.groups,
                         "layout": self.layout}
         self.use_bias, self.dtype = flag(self, "use_bias", use_bias), dtype
@@ -47,7 +28,7 @@ class _Conv(Layer):
         self.bias_init = initializers.get(bias_init or initializers.fan_in_uniform())
 
     def build(self, x):
-        channel_axis = 1 if self.layout[1] == "c" else len(x.shape) - 1
+        channel_axis = layout_of(self.describe(), self.layout, self.rank).channel
         channels = static_size(self, x, channel_axis, "channel")
         if channels % self.groups:
             raise OpArgumentError(f"{self.describe()}: {x.name!r} has {channels} channels, not divisible by "
@@ -84,9 +65,9 @@ class _Pool(Layer):
     def __init__(self, kernel_size, stride=None, padding=0, layout=None, *, name=None, **options):
         super().__init__(name=name)
         owner = type(self).__name__
-        self.kernel_size = _sizes(owner, "kernel_size", kernel_size, self.rank)
+        self.kernel_size = tuple_of(owner, "kernel_size", kernel_size, self.rank)
         self.options = {"stride": stride, "padding": padding,
-                        "layout": _layout(owner, layout or LAYOUTS[self.rank][0], self.rank), **options}
+                        "layout": layout_of(owner, layout or LAYOUTS[self.rank][0], self.rank).name, **options}
 
     def forward(self, x):
         return getattr(x.graph.nn, self.op)(x, self.kernel_size, **self.options)

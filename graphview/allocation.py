@@ -13,12 +13,15 @@ import os
 
 import numpy as np
 
+from graphview.config import OFF
+
 BLOCK = 16 * 1024 * 1024
 
 
 def raise_mmap_threshold():
-    """Allocate and free one untouched 16 MiB block (unless GRAPHVIEW_MMAP_THRESHOLD=0)."""
-    if os.environ.get("GRAPHVIEW_MMAP_THRESHOLD", "1") == "0":
+    """Allocate and free one untouched 16 MiB block (unless GRAPHVIEW_MMAP_THRESHOLD is 0, false, off or no,
+    as GRAPHVIEW_FUSION reads them)."""
+    if os.environ.get("GRAPHVIEW_MMAP_THRESHOLD", "1").strip().lower() in OFF:
         return
     block = np.empty(BLOCK, np.uint8)
     del block

@@ -223,11 +223,7 @@ def _convert(args):
             raise UsageError("graphview convert: error: writing ONNX needs --outputs NAME,... (the outputs the "
                              "ONNX graph gives, e.g. --outputs logits)")
         graph, _ = load_target(args.source)
-        missing = [name for name in args.outputs if name not in graph]
-        if missing:
-            raise TargetError(f"--outputs: graph {graph.name!r} has no variable named {missing[0]!r}"
-                              f"{did_you_mean(missing[0], [n.name for n in graph.nodes()])}")
-        export_onnx(graph, args.destination, args.outputs, opset=args.opset)
+        export_onnx(graph, args.destination, args.outputs, opset=args.opset)   # checks the outputs itself
     elif args.destination.endswith(".gvz"):
         if not args.source.endswith(".onnx"):
             raise UsageError("graphview convert: error: a graph file (.gvz) is written from an ONNX model (.onnx)")

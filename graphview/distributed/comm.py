@@ -33,7 +33,8 @@ class DistributedTimeoutError(DistributedError):
     """A collective did not complete within the world's timeout: a rank never arrived."""
 
 
-def _timeout(value):
+def checked_timeout(value):
+    """``value`` as seconds > 0 (a float); a DistributedError otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise DistributedError(f"timeout must be a number of seconds > 0, not {value!r}")
     return float(value)
@@ -44,7 +45,7 @@ class LocalWorld:
     rank, size = 0, 1
 
     def __init__(self, timeout=DEFAULT_TIMEOUT):
-        self.timeout = _timeout(timeout)
+        self.timeout = checked_timeout(timeout)
 
     def allreduce_(self, array):
         """Sum ``array`` over the ranks, in place; returns it."""
@@ -85,7 +86,7 @@ class MPIWorld:
     def __init__(self, comm, timeout=DEFAULT_TIMEOUT):
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
-        self.timeout = _timeout(timeout)
+        self.timeout = checked_timeout(timeout)
         from mpi4py import MPI  # an optional dependency (the distributed extra)
         self.mpi = MPI
 
@@ -197,7 +198,7 @@ def init(timeout=DEFAULT_TIMEOUT, abort_on_error=True):
             if _world.size > 1 and abort_on_error:
                 _install_abort(_world)
         else:
-            _world.timeout = _timeout(timeout)
+            _world.timeout = checked_timeout(timeout)
         return _world
 
 

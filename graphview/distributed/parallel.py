@@ -21,7 +21,7 @@ import hashlib
 import numpy as np
 
 from graphview.data.sharding import shard_batch, shard_rows
-from graphview.distributed.comm import DistributedError, init
+from graphview.distributed.comm import DistributedError, checked_timeout, init
 from graphview.errors import GraphviewError
 from graphview.variable import Kind
 
@@ -38,8 +38,7 @@ class DataParallel:
         if not hasattr(self.world, "allreduce_"):
             raise DistributedError(f"DataParallel: expected a world from gv.distributed.init(), got {world!r}")
         if timeout is not None:
-            good = isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0
-            self.world.timeout = float(timeout) if good else _bad(timeout)
+            self.world.timeout = checked_timeout(timeout)
         for label, flag in (("sharded_update", sharded_update), ("check_weights", check_weights)):
             if not isinstance(flag, (bool, np.bool_)):
                 raise DistributedError(f"DataParallel: {label} must be True or False, not {flag!r}")
@@ -109,7 +108,8 @@ class DataParallel:
 
     def shard(self, batch):
         """``(local batch, local rows, global rows)`` of a global MiniBatch."""
-        return shard_batch(batch, self.rank, self.size), _rows(batch.size, self.rank, self.size), batch.size
+        local = shard_batch(batch, self.rank, self.size)
+        return local, local.size, batch.size
 
     def weight(self, local, total):
         """The factor of this rank's gradients in the global step."""
@@ -211,15 +211,6 @@ def _refuse_means_over_entries(graph):
                 "DataParallel(world, loss_reduction='sum') (and scale the learning rate), or train in one process")
 
 
-def _bad(timeout):
-    raise DistributedError(f"DataParallel: timeout must be a number of seconds > 0, not {timeout!r}")
-
-
-def _rows(count, rank, size):
-    start, stop = shard_rows(count, rank, size)
-    return stop - start
-
-
 class Bucket:
     """The gradients (then the parameters) of one dtype, packed in one contiguous buffer, and this
     rank's chunk of it for the sharded update."""
@@ -284,7 +275,6 @@ class Layout:
                 self.where[name] = (dtype, offset, count, graph.stored(name).shape)
                 offset += count
             self.buckets[dtype] = Bucket(dtype, entries, size)
-        self.shapes = {name: graph.stored(name).shape for name in names}
 
     def place(self, rank):
         for bucket in self.buckets.values():

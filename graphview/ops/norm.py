@@ -148,11 +148,14 @@ def _batch_norm_grad_shape(x, gamma, running_mean, running_var, grad, *masks, ax
 
 def _batch_norm_grad_kernel(x, gamma, running_mean, running_var, grad, *arrays, axis=1, eps=1e-5, part="x"):
     *masks, out = arrays
+    batch = training()
+    if batch and part in ("running_mean", "running_var"):   # a training step's output does not read them
+        out[...] = 0.0
+        return
     x3, g3, valid = _channels(x, axis), _channels(grad, axis), valid_weights(x.shape, axis, masks)
     mean, var, count = _statistics(x3, running_mean, running_var, x.shape, valid)
     if valid is not None:   # padding: x at the mean, gradient 0, so no sum reads it
         x3, g3 = masked_pair(x3, g3, valid, mean)
-    batch = training()
     invstd = 1.0 / np.sqrt(var + eps)
     scale = f64(gamma) * invstd
     if part == "x" and not batch:
@@ -171,8 +174,6 @@ def _batch_norm_grad_kernel(x, gamma, running_mean, running_var, grad, *arrays, 
         out[0], out[1] = sum_gxhat, sum_g
     elif part == "beta":
         out[...] = sum_g
-    elif batch:   # a training step's output does not depend on the running statistics
-        out[...] = 0.0
     elif part == "running_mean":
         out[...] = -sum_g * scale
     else:

@@ -1,12 +1,14 @@
 """Data-parallel training on MPI (issue 19): one rank against two, at global batch 512.
 
-    python benchmarks/bench_distributed.py [--epochs 3] [--batches 16] [--hidden 256]
+    python benchmarks/bench_distributed.py [--model cnn|mlp] [--epochs 3] [--batches 16] [--hidden 256]
 
 Launches its own jobs, with OPENBLAS_NUM_THREADS=1 so each rank computes on one core: a plain process
 training without data_parallel (one rank), then ``mpiexec -n 2`` with ``DataParallel`` in both update
-modes (the mpiexec next to this Python: the ``distributed`` extra). The model is an MLP
-64-H-H-10 (relu, float32, Adam) on random digit-sized inputs, ``g.fit`` over
-``ArrayDataSet >> Shuffle >> Batch(512)``; the digits CNN replaces it once examples/cnn_digits.py is in.
+modes, and the all-reduce mode once more without overlap (one segment, started after the backward pass)
+(the mpiexec next to this Python: the ``distributed`` extra). The model is the digits CNN of
+examples/cnn_digits.py (``--model cnn``, the default: two 3x3 convolutions, batch norm, max pooling,
+dropout, dense; float32, Adam) or an MLP 64-H-H-10 (``--model mlp``), on random digit-sized inputs,
+``g.fit`` over ``ArrayDataSet >> Shuffle >> Batch(512)``.
 
 Figures, each the best of ``--epochs`` timed epochs after a warm-up epoch:
 * throughput: examples per second of one epoch (rank 0's clock, between barriers), and its ratio to
@@ -31,6 +33,9 @@ import time
 import numpy as np
 
 import graphview as gv
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+from cnn_digits import build_cnn  # noqa: E402  (the model of examples/cnn_digits.py)
 
 FEATURES, CLASSES, BATCH = 64, 10, 512
 MPIEXEC = pathlib.Path(sys.executable).parent / "mpiexec"
@@ -65,6 +70,15 @@ class TimedWorld:
     def broadcast_(self, array, root=0):
         return self._timed("broadcast_", array, root)
 
+    def start_allreduce_(self, array):
+        return self._timed("start_allreduce_", array)
+
+    def progress_(self, handles):
+        return self._timed("progress_", handles)
+
+    def wait_(self, handles, what="an all-reduce"):
+        return self._timed("wait_", handles, what)
+
     def sum(self, value):
         return float(self.allreduce_(np.array([value], np.float64))[0])
 
@@ -72,7 +86,12 @@ class TimedWorld:
         return self._timed("allgather_object", value)
 
 
-def model(hidden, seed=0):
+def cnn():
+    g, _ = build_cnn("float32")
+    return g
+
+
+def mlp(hidden, seed=0):
     rng = np.random.default_rng(seed)
     g = gv.Graph("mlp")
     x = g.placeholder("x", (None, FEATURES), "float32")
@@ -91,14 +110,16 @@ def worker(options):
     world = gv.distributed.init(timeout=120)
     rng = np.random.default_rng(1)
     rows = options.batches * BATCH
-    train = (gv.data.ArrayDataSet({"x": rng.normal(size=(rows, FEATURES)).astype(np.float32)},
+    shape = (FEATURES,) if options.model == "mlp" else (1, 8, 8)
+    train = (gv.data.ArrayDataSet({"x": rng.normal(size=(rows, *shape)).astype(np.float32)},
                                   {"y": rng.integers(0, CLASSES, rows)})
              >> gv.data.Shuffle(seed=0) >> gv.data.Batch(BATCH))
-    g = model(options.hidden)
+    g = mlp(options.hidden) if options.model == "mlp" else cnn()
     timed = TimedWorld(world)
     parallel = None
     if options.mode != "alone":
-        parallel = gv.distributed.DataParallel(timed, sharded_update=options.mode == "sharded")
+        overlap = {} if options.mode != "no-overlap" else {"bucket_bytes": 2 ** 62}
+        parallel = gv.distributed.DataParallel(timed, sharded_update=options.mode == "sharded", **overlap)
     updater = gv.Adam(1e-3)
     config = gv.TrainingConfig(updater, ["x"], ["y"], data_parallel=parallel)
     g.fit(train, epochs=1, config=config, progress=False)                          # warm-up
@@ -132,7 +153,7 @@ def worker(options):
 def launch(ranks, mode, options):
     environment = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     arguments = [sys.executable, __file__, "--worker", mode, "--epochs", str(options.epochs),
-                 "--batches", str(options.batches), "--hidden", str(options.hidden)]
+                 "--batches", str(options.batches), "--hidden", str(options.hidden), "--model", options.model]
     command = arguments if ranks == 1 else [str(MPIEXEC), "-n", str(ranks), *arguments]
     done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=900)
     if done.returncode != 0:
@@ -146,7 +167,8 @@ def main(argv=None):
     parser.add_argument("--batches", type=int, default=16, help="batches of 512 per epoch")
     parser.add_argument("--hidden", type=int, default=256, help="hidden units of the two hidden layers")
     parser.add_argument("--rounds", type=int, default=3, help="jobs per run, taken in turns (the best is kept)")
-    parser.add_argument("--worker", choices=["alone", "plain", "sharded"], help=argparse.SUPPRESS)
+    parser.add_argument("--model", choices=["cnn", "mlp"], default="cnn", help="the digits CNN or an MLP")
+    parser.add_argument("--worker", choices=["alone", "plain", "no-overlap", "sharded"], help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.worker:
         options.mode = options.worker
@@ -154,7 +176,7 @@ def main(argv=None):
     if not MPIEXEC.exists():
         sys.exit(f"no mpiexec next to {sys.executable}: pip install graphview[distributed]")
     plan = [("1 rank, no data_parallel", 1, "alone"), ("2 ranks, all-reduce", 2, "plain"),
-            ("2 ranks, sharded update", 2, "sharded")]
+            ("2 ranks, no overlap", 2, "no-overlap"), ("2 ranks, sharded update", 2, "sharded")]
     best, load = {}, os.getloadavg()[0]
     for _ in range(options.rounds):                 # in turns, so a busy spell of the machine hits every run
         for label, ranks, mode in plan:
@@ -162,7 +184,9 @@ def main(argv=None):
             if label not in best or figures["epoch_s"] < best[label]["epoch_s"]:
                 best[label] = figures
     one = best[plan[0][0]]
-    print(f"MLP {FEATURES}-{options.hidden}-{options.hidden}-{CLASSES} float32, Adam, global batch {BATCH}, "
+    name = (f"MLP {FEATURES}-{options.hidden}-{options.hidden}-{CLASSES}" if options.model == "mlp"
+            else "digits CNN (examples/cnn_digits.py)")
+    print(f"{name} float32, Adam, global batch {BATCH}, "
           f"{options.batches} steps per epoch, OPENBLAS_NUM_THREADS=1, best of {options.rounds} jobs x "
           f"{options.epochs} epochs; gradient bucket {one['bucket_bytes'] / 1024:.0f} KiB; load average "
           f"{load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other processes slow the ranks unevenly)")

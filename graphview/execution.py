@@ -90,18 +90,24 @@ class Plan:
         self.unlistened = unlistened or [(s.run, s.inputs, s.out, s.free) for s in steps]
         self.fused = len(steps) - len(self.unlistened)      # member steps folded into fused kernels
         self._step_writing = {s.out: s for s in steps}
+        self._reported = {}                 # output slot -> the requested names a step computes there
+        for name in outputs:
+            if slots[name] in self._step_writing:
+                self._reported.setdefault(slots[name], []).append(name)
 
     @property
     def graph(self):
         return self._graph()
 
-    def run(self, feeds, listeners, context):
+    def run(self, feeds, listeners, context, ready=None):
         values = [None] * len(self.slots)
         held = self.graph.store
         for slot, name, kind in self.sources:
             values[slot] = feeds[name] if kind is Kind.PLACEHOLDER else held[name]
         if listeners:
-            self._run_listened(values, listeners, context)
+            self._run_listened(values, listeners, context, ready)
+        elif ready is not None:
+            self._run_reporting(values, ready)
         else:
             out = None
             try:
@@ -120,7 +126,21 @@ class Plan:
             result[name] = array
         return result
 
-    def _run_listened(self, values, listeners, context):
+    def _run_reporting(self, values, ready):
+        """The unlistened loop, calling ``ready`` for each requested output once its step has run (outside
+        the step's error naming: an error of ``ready`` is the caller's own)."""
+        reported = self._reported
+        for run, inputs, out, free in self.unlistened:
+            try:
+                values[out] = run(*[values[i] for i in inputs])
+            except Exception as error:
+                _raise_named(error, self._step_writing[out].node)
+            for i in free:
+                values[i] = None
+            for name in reported.get(out, ()):
+                ready(name, values[out])
+
+    def _run_listened(self, values, listeners, context, ready=None):
         for step in self.steps:
             inputs = [values[i] for i in step.inputs]
             for position in step.copies:
@@ -136,6 +156,9 @@ class Plan:
                 listener.post_op(context, step.node, inputs, [output])
             for i in step.free:
                 values[i] = None
+            if ready is not None:
+                for name in self._reported.get(step.out, ()):
+                    ready(name, output)
 
 
 def _raise_named(error, node):
@@ -183,11 +206,16 @@ class Executor:
     def graph(self):
         return self._graph()
 
-    def run(self, placeholders, names, listeners=None, mode="output"):
+    def run(self, placeholders, names, listeners=None, mode="output", ready=None):
+        """The values of ``names``. ``ready(name, array)``, when given, is called for each of ``names`` that
+        a step computes, as soon as that step has run: its value is final then (ADR 0009 copies a requested
+        output before any in-place op writes its buffer), so a caller can start work on it (data-parallel
+        training all-reduces gradients while the backward pass goes on). The array may be a view of a
+        buffer the caller does not own: read it during the call."""
         plan, feeds = self.plan(placeholders, names)
         listeners = list(self.graph.listeners) + list(listeners or ())
         context = ExecutionContext(self.graph, mode) if listeners else None
-        return plan.run(feeds, listeners, context)
+        return plan.run(feeds, listeners, context, ready)
 
     def plan(self, placeholders, names):
         names = tuple(dict.fromkeys(names))

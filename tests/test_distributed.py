@@ -49,7 +49,7 @@ def training(request, tmp_path_factory):
     return report(request.param, "train_equal.py", tmp_path_factory.mktemp("dp") / "report.json")
 
 
-RUNS = ["sgd plain", "sgd sharded", "adam plain", "adam sharded"]
+RUNS = ["sgd plain", "sgd sharded", "sgd segmented", "adam plain", "adam sharded", "adam segmented"]
 
 
 # --- equivalence with one process ------------------------------------------------------------------
@@ -76,6 +76,22 @@ def test_each_rank_trains_on_its_share_including_an_uneven_batch_and_a_rank_with
         assert local == sorted(local, reverse=True)                      # the first ranks take the extra rows
     last = [rows[rank][2] for rank in range(size)]
     assert last == [[1, size - 1]] * (size - 1) + [[0, size - 1]]       # fewer rows than ranks: the last has none
+
+
+@needs_mpi
+@pytest.mark.parametrize("updater", ["sgd", "adam"])
+def test_gradient_all_reduces_start_during_the_backward_pass(training, updater):
+    runs, size = training["runs"], training["size"]
+    for rank in range(size):
+        rows = runs[f"{updater} plain"]["rows"][rank]
+        segmented = runs[f"{updater} segmented"]["started_early"][rank]
+        plain = runs[f"{updater} plain"]["started_early"][rank]
+        for step, (local, _) in enumerate(rows):
+            if local == 0:                      # no backward pass: finish packs zeros and starts everything
+                continue
+            # One segment per variable: w2 and b2 (computed first) are on their way before w1's gradient
+            # comes; with one segment for the whole MLP nothing can start before its last gradient.
+            assert segmented[step] >= 2 and plain[step] == 0
 
 
 # --- identical weights -----------------------------------------------------------------------------
@@ -112,6 +128,7 @@ def test_the_sharded_update_keeps_1_over_n_of_the_updater_state_on_each_rank(tra
     assert whole > 0 and sum(sharded["state_bytes"]) == whole
     assert sharded["state_bytes"] == [whole // size] * size              # 66 parameters: an even split
     assert training["runs"][f"{updater} plain"]["state_bytes"] == [0] * size
+    assert training["runs"][f"{updater} segmented"]["state_bytes"] == [0] * size
 
 
 # --- dropout and batch norm ------------------------------------------------------------------------
@@ -235,6 +252,8 @@ def test_init_without_mpiexec_is_a_one_process_world():
     ({"sharded_update": "yes"}, r"sharded_update must be True or False, not 'yes'"),
     ({"check_weights": 1}, r"check_weights must be True or False, not 1"),
     ({"loss_reduction": "max"}, r"loss_reduction must be 'mean' or 'sum', not 'max'"),
+    ({"bucket_bytes": 0}, r"bucket_bytes must be an int >= 1, not 0"),
+    ({"bucket_bytes": 1.5}, r"bucket_bytes must be an int >= 1, not 1.5"),
 ])
 def test_data_parallel_refuses_bad_arguments(arguments, message):
     with pytest.raises(gv.distributed.DistributedError, match=message):

@@ -337,3 +337,44 @@ def test_an_exception_from_a_user_shape_rule_at_plan_time_names_the_op_and_node(
     with pytest.raises(gv.ExecutionError, match="^test_divides_in_shape_rule 'y': ZeroDivisionError") as caught:
         y.eval({"x": np.arange(2.0)})
     assert isinstance(caught.value.__cause__, ZeroDivisionError)
+
+
+# --- outputs reported as soon as they are final ---------------------------------------------------
+
+def _reporting_graph():
+    g = gv.Graph()
+    x = g.placeholder("x", (3,))
+    first = g.math.exp(x, name="first")
+    late = g.math.add(g.math.mul(first, first), 1.0, name="late")
+    g.var("v", np.zeros(3))
+    bumped = g.add_(first[:], late, name="bumped")         # writes first's buffer, after late has read it
+    return g, [first.name, late.name, "v", bumped.name]
+
+
+@pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("listened", [False, True], ids=["unlistened", "listened"])
+def test_ready_reports_each_computed_output_once_with_its_final_value(fusion, listened, monkeypatch):
+    monkeypatch.setattr(gv.config, "fusion", fusion)
+    g, names = _reporting_graph()
+    x = np.array([0.0, 1.0, -2.0])
+    seen = []
+    listeners = [gv.Listener()] if listened else None
+    values = executor_of(g).run({"x": x}, names, listeners, ready=lambda name, array: seen.append((name, array.copy())))
+    # "v" is a source, not computed by a step: the caller reads it from the result. The others come in
+    # run order, each already holding the value the run returns (first is exp(x): the schedule copies it
+    # before add_ writes its buffer, since it is requested).
+    assert [name for name, _ in seen] == [names[0], names[1], names[3]]
+    for name, array in seen:
+        np.testing.assert_array_equal(array, values[name])
+    np.testing.assert_array_equal(values[names[0]], np.exp(x))
+    np.testing.assert_array_equal(values[names[1]], np.exp(x) ** 2 + 1)
+    np.testing.assert_allclose(values[names[3]], np.exp(x) + (np.exp(x) ** 2 + 1), rtol=1e-15)
+
+
+def test_an_error_raised_by_ready_is_the_callers_not_the_ops():
+    g, names = _reporting_graph()
+
+    def ready(name, array):
+        raise KeyError(f"no place for {name}")
+    with pytest.raises(KeyError, match="no place for first"):
+        executor_of(g).run({"x": np.zeros(3)}, names, ready=ready)

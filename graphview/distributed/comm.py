@@ -51,6 +51,18 @@ class LocalWorld:
         """Sum ``array`` over the ranks, in place; returns it."""
         return array
 
+    def start_allreduce_(self, array):
+        """Start summing ``array`` over the ranks in place; returns a handle for :meth:`wait_`. The
+        array must not be touched until the wait returns."""
+        return None
+
+    def progress_(self, handles):
+        """Move started collectives on (MPI advances them only inside its calls); True when all are done."""
+        return True
+
+    def wait_(self, handles, what="an all-reduce"):
+        """Wait for started collectives, within the timeout."""
+
     def reduce_scatter_(self, send, receive, counts):
         """Sum ``send`` over the ranks and keep this rank's block (``counts[rank]`` elements) in ``receive``."""
         receive[...] = send[:counts[0]]
@@ -91,7 +103,7 @@ class MPIWorld:
         self.mpi = MPI
 
     def _wait(self, request, what):
-        """Poll ``request`` until it completes or the timeout passes.
+        """Poll ``request`` (or a list of requests) until it completes or the timeout passes.
 
         MPI moves a non-blocking collective on only while its ranks call Test, so a rank that sleeps
         between polls holds up every round of the collective after the last rank arrives (an all-reduce
@@ -100,7 +112,8 @@ class MPIWorld:
         usual drift within a step, and then every millisecond."""
         start = time.monotonic()
         deadline = start + self.timeout
-        while not request.Test():
+        test = request.Test if not isinstance(request, list) else lambda: self.mpi.Request.Testall(request)
+        while not test():
             now = time.monotonic()
             if now > deadline:
                 raise DistributedTimeoutError(
@@ -114,6 +127,16 @@ class MPIWorld:
     def allreduce_(self, array):
         self._wait(self.comm.Iallreduce(self.mpi.IN_PLACE, array, op=self.mpi.SUM), "an all-reduce")
         return array
+
+    def start_allreduce_(self, array):
+        return self.comm.Iallreduce(self.mpi.IN_PLACE, array, op=self.mpi.SUM)
+
+    def progress_(self, handles):
+        return self.mpi.Request.Testall(handles)
+
+    def wait_(self, handles, what="an all-reduce"):
+        if handles:
+            self._wait(list(handles), what)
 
     def reduce_scatter_(self, send, receive, counts):
         self._wait(self.comm.Ireduce_scatter(send, receive, list(counts), op=self.mpi.SUM), "a reduce-scatter")

@@ -6,8 +6,10 @@ the loss and gradients of its share, and the ranks combine them so that every st
 process would take on the whole batch:
 
 * the local gradients (of a per-example mean loss) are weighted by the share's fraction of the batch,
-  packed into one contiguous buffer per dtype and summed in place with one all-reduce: the global mean,
-  exact for uneven shares;
+  packed into one contiguous buffer per dtype and summed in place by all-reduce: the global mean, exact
+  for uneven shares. The buffer is laid out in the order the backward pass computes the gradients and
+  cut into segments of about ``bucket_bytes``; each segment's all-reduce starts as soon as its last
+  gradient is packed, while the backward pass goes on (in segment order, the same on every rank);
 * with ``sharded_update=True`` (BigDL's parameter sharding) the buffer is reduce-scattered instead: each
   rank updates only its chunk of the parameters, keeping updater state (momentum, Adam's moments) for
   that chunk alone, 1/N of the memory, and the updated chunks are all-gathered into every rank's
@@ -25,15 +27,20 @@ from graphview.distributed.comm import DistributedError, checked_timeout, init
 from graphview.errors import GraphviewError
 from graphview.variable import Kind
 
+BUCKET_BYTES = 256 * 1024       # segment size of the gradient all-reduce (see DataParallel)
+
 
 class DataParallel:
     """How ``fit`` trains across the ranks of ``world`` (default: ``gv.distributed.init()``).
 
     ``loss_reduction`` says what the loss is over a batch: "mean" (the default; the losses of graphview
     average over the batch) weights each rank's gradients by its share of the rows, "sum" adds them.
-    ``timeout`` (seconds) bounds every collective (default: the world's, 300)."""
+    ``timeout`` (seconds) bounds every collective (default: the world's, 300). ``bucket_bytes`` is the
+    size of the segments whose all-reduce starts during the backward pass (PyTorch DDP's
+    ``bucket_cap_mb``): smaller starts earlier, at a latency per segment."""
 
-    def __init__(self, world=None, sharded_update=False, timeout=None, check_weights=False, loss_reduction="mean"):
+    def __init__(self, world=None, sharded_update=False, timeout=None, check_weights=False, loss_reduction="mean",
+                 bucket_bytes=BUCKET_BYTES):
         self.world = world if world is not None else init()
         if not hasattr(self.world, "allreduce_"):
             raise DistributedError(f"DataParallel: expected a world from gv.distributed.init(), got {world!r}")
@@ -45,7 +52,10 @@ class DataParallel:
         if loss_reduction not in ("mean", "sum"):
             raise DistributedError(f"DataParallel: loss_reduction must be 'mean' or 'sum', not {loss_reduction!r}")
         self.sharded_update, self.check_weights = bool(sharded_update), bool(check_weights)
+        if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, (int, np.integer)) or bucket_bytes < 1:
+            raise DistributedError(f"DataParallel: bucket_bytes must be an int >= 1, not {bucket_bytes!r}")
         self.loss_reduction = loss_reduction
+        self.bucket_bytes = int(bucket_bytes)
         self.layout = None
         self.chunk_state = {}
         self.watch_iterations = True        # fit sets it: whether rank 0's listeners act within an epoch
@@ -61,14 +71,15 @@ class DataParallel:
     # --- start -------------------------------------------------------------------------------------
 
     def start(self, graph, names, updater):
-        """Broadcast every VARIABLE from rank 0, lay out the gradient buffers of ``names``, and with the
-        sharded update take this rank's chunk of any updater state already there (a resumed run)."""
+        """Broadcast every VARIABLE from rank 0, lay out the gradient buffers of ``names`` (in the order
+        the backward pass computes them, as fit passes them), and with the sharded update take this
+        rank's chunk of any updater state already there (a resumed run)."""
         if self.loss_reduction == "mean":
             _refuse_means_over_entries(graph)
         for node in graph.nodes():
             if node.kind is Kind.VARIABLE:
                 self.world.broadcast_(graph.stored(node.name))
-        self.layout = Layout(graph, [n for n in names if graph.is_trainable(n)], self.size)
+        self.layout = Layout(graph, [n for n in names if graph.is_trainable(n)], self.size, self.bucket_bytes)
         self.layout.place(self.rank)
         self.chunk_state = {}
         if self.sharded_update and updater.state:
@@ -138,14 +149,19 @@ class DataParallel:
             new_state[name] = (buffer / total).astype(stored.dtype).reshape(stored.shape)
         return new_state
 
-    def update(self, updater, graph, gradients, weight):
+    def exchange(self, weight):
+        """This step's gradient exchange: pass its ``arrived`` as the GradientStep's ``ready``, then call
+        ``finish`` with the step's gradients (``update`` does both when not given one)."""
+        return Exchange(self, weight)
+
+    def update(self, updater, graph, gradients, weight, exchange=None):
         """Combine the ranks' gradients (each weighted by ``weight``) and apply one update everywhere."""
         layout = self.layout
-        for bucket in layout.buckets.values():
-            bucket.pack(gradients, weight)
+        if exchange is None:
+            exchange = self.exchange(weight)
+            exchange.finish(gradients)
         if not self.sharded_update:
-            for bucket in layout.buckets.values():
-                self.world.allreduce_(bucket.buffer)
+            exchange.wait()
             updater.step(graph, {name: layout.gradient(name) for name in layout.names})
         else:
             rate = updater.begin_step()
@@ -228,13 +244,6 @@ class Bucket:
         self.start, self.stop = shard_rows(self.buffer.size, rank, len(self.counts))
         self.chunk = np.zeros(self.stop - self.start, self.dtype)
 
-    def pack(self, gradients, weight):
-        for name, offset, count in self.entries:
-            target = self.buffer[offset:offset + count]
-            if name in gradients:
-                np.multiply(np.asarray(gradients[name], self.dtype).reshape(-1), weight, out=target)
-            else:
-                target[...] = 0
 
     def owned(self):
         """``(name, slice of the parameter, slice of the chunk)`` for each parameter overlapping this
@@ -256,9 +265,10 @@ class Bucket:
 
 
 class Layout:
-    """The trainable variables' places in one bucket per dtype."""
+    """The trainable variables' places in one bucket per dtype, in ``names``' order, and the buckets cut
+    into segments of at least ``segment_bytes`` (whole variables), ordered by their first variable."""
 
-    def __init__(self, graph, names, size):
+    def __init__(self, graph, names, size, segment_bytes):
         self.names = names
         grouped = {}
         for name in names:
@@ -275,6 +285,20 @@ class Layout:
                 self.where[name] = (dtype, offset, count, graph.stored(name).shape)
                 offset += count
             self.buckets[dtype] = Bucket(dtype, entries, size)
+        self.segments, self.segment_of = [], {}
+        for bucket in self.buckets.values():
+            members, start = [], 0
+            for index, (name, offset, count) in enumerate(bucket.entries):
+                members.append(name)
+                stop = offset + count
+                if (stop - start) * bucket.dtype.itemsize >= segment_bytes or index == len(bucket.entries) - 1:
+                    self.segments.append((members, bucket.buffer[start:stop]))
+                    members, start = [], stop
+        rank = {name: index for index, name in enumerate(names)}
+        self.segments.sort(key=lambda segment: rank[segment[0][0]])
+        for index, (members, _) in enumerate(self.segments):
+            for name in members:
+                self.segment_of[name] = index
 
     def place(self, rank):
         for bucket in self.buckets.values():
@@ -283,3 +307,59 @@ class Layout:
     def gradient(self, name):
         dtype, offset, count, shape = self.where[name]
         return self.buckets[dtype].buffer[offset:offset + count].reshape(shape)
+
+    def pack(self, name, gradient, weight):
+        """``gradient`` times ``weight`` into ``name``'s place (zeros for None)."""
+        dtype, offset, count, _ = self.where[name]
+        target = self.buckets[dtype].buffer[offset:offset + count]
+        if gradient is None:
+            target[...] = 0
+        else:
+            np.multiply(np.asarray(gradient, dtype).reshape(-1), weight, out=target)
+
+
+class Exchange:
+    """One step's gradients on their way into the buckets. In the plain mode each segment's all-reduce
+    starts once its gradients are all packed and every earlier segment has started, so every rank
+    starts the same collectives in the same order however its run went (a rank without rows packs zeros
+    in ``finish``); each arrival also lets MPI move the started ones on. The sharded update packs as the
+    gradients arrive and reduce-scatters whole buckets in ``update``."""
+
+    def __init__(self, parallel, weight):
+        self.world, self.layout, self.weight = parallel.world, parallel.layout, weight
+        self.overlap = not parallel.sharded_update and parallel.size > 1
+        self.missing = [len(members) for members, _ in self.layout.segments]
+        self.packed, self.started, self.handles = set(), 0, []
+
+    def arrived(self, name, gradient):
+        """The GradientStep's ``ready``: pack ``name``'s final gradient, and start what is complete."""
+        index = self.layout.segment_of.get(name)
+        if index is None or name in self.packed:
+            return
+        self.layout.pack(name, gradient, self.weight)
+        self.packed.add(name)
+        self.missing[index] -= 1
+        if self.overlap:
+            self._start_complete()
+
+    def finish(self, gradients):
+        """Pack the gradients that did not arrive during the run (zeros where ``gradients`` has none) and
+        start every remaining segment."""
+        for name in self.layout.names:
+            if name not in self.packed:
+                self.arrived(name, gradients.get(name))
+        if self.overlap:
+            self._start_complete()
+
+    def wait(self):
+        """Wait for every started all-reduce: the buckets then hold the global gradients."""
+        handles, self.handles = self.handles, []
+        self.world.wait_(handles, "a gradient all-reduce")
+
+    def _start_complete(self):
+        segments = self.layout.segments
+        while self.started < len(segments) and self.missing[self.started] == 0:
+            self.handles.append(self.world.start_allreduce_(segments[self.started][1]))
+            self.started += 1
+        if self.handles:
+            self.world.progress_(self.handles)

@@ -46,7 +46,7 @@ def fit(graph, dataset, epochs, config, listeners=None, validation=None, progres
     listeners = list(listeners or ())
     parallel = config.data_parallel
     if parallel is not None:
-        parallel.start(graph, wrt, updater)
+        parallel.start(graph, step.gradient_order(), updater)
         if parallel.rank != 0:              # listeners and progress bars run on rank 0 only
             listeners, progress = [], False
     if progress or (progress is None and ProgressBar.wanted() and ProgressBar.available()):
@@ -140,18 +140,21 @@ def _parallel_step(graph, batch, config, validation, step, op_listeners, epoch, 
     local, rows, total = parallel.shard(batch)
     if validation is not None:
         validation.check()
-    if rows:
+    exchange = parallel.exchange(parallel.weight(rows, total))
+    if rows:                                # the gradients' all-reduce starts during the backward pass
         loss, gradients = step(config.feeds(graph, local), op_listeners, step=updater.iteration,
-                               commit_state=False, stream=parallel.rank)
+                               commit_state=False, stream=parallel.rank, ready=exchange.arrived)
     else:                                   # fewer rows than ranks: this rank adds nothing to the step
         loss, gradients = 0.0, {}
+    exchange.finish(gradients)
     loss = parallel.global_loss(loss, rows, total)
     if config.terminate_on_nan and not math.isfinite(loss):
+        exchange.wait()                     # no collective is left running when the error stops training
         raise _non_finite(loss, updater.iteration + 1, epoch, batches_done + 1)
     if step.state:
         parallel.average_state(graph, [name for name, _ in step.state], step.new_state, rows, total)
         step.commit_state()
-    parallel.update(updater, graph, gradients, parallel.weight(rows, total))
+    parallel.update(updater, graph, gradients, exchange.weight, exchange)
     return loss
 
 

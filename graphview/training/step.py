@@ -40,20 +40,30 @@ class GradientStep:
         self.state = state_updates(graph, self.gradient.graph)
         self.outputs = self.losses + self.gradient_nodes + [node for _, node in self.state]
         self.executor = executor_of(self.gradient.graph)
+        self.wrt_of = {}                    # gradient node -> the wrt names whose gradient it is
+        for name, node in zip(self.wrt, self.gradient_nodes):
+            self.wrt_of.setdefault(node, []).append(name)
         self.calls = 0
         self.new_state = {}
 
-    def __call__(self, placeholders, listeners=(), step=None, commit_state=True, stream=0):
+    def __call__(self, placeholders, listeners=(), step=None, commit_state=True, stream=0, ready=None):
         """``step`` numbers the training step (dropout draws a new mask per step); by default this
         object counts its own calls. The state updates' new values are written into the variables at
         once, or with ``commit_state=False`` kept in ``new_state`` until :meth:`commit_state` (fit
-        commits only after checking the loss)."""
+        commits only after checking the loss). ``ready(name, gradient)`` is called for each variable
+        whose gradient is final while the rest of the run goes on (see ``Executor.run``); gradients
+        the run does not compute (a constant zero) come only in the returned dict."""
         feeds = self.gradient.feeds(placeholders)
         watching = list(self.forward.listeners) + list(listeners)
         if step is None:
             step, self.calls = self.calls, self.calls + 1
+        reporting = None
+        if ready is not None:
+            def reporting(node, value):
+                for name in self.wrt_of.get(node, ()):
+                    ready(name, value)
         with runstate.training(step, stream):
-            values = self.executor.run(feeds, self.outputs, watching, mode="training")
+            values = self.executor.run(feeds, self.outputs, watching, mode="training", ready=reporting)
         loss = 0.0
         for name in self.losses:
             loss += float(values[name])
@@ -62,6 +72,13 @@ class GradientStep:
             self.commit_state()
         # Two names may share one gradient array; the updaters only read gradients, so that is safe.
         return loss, {name: values[node] for name, node in zip(self.wrt, self.gradient_nodes)}
+
+    def gradient_order(self):
+        """``wrt`` in the order a run computes their gradients (the schedule's, the same in every process
+        for the same graph); gradients no step computes come last."""
+        position = {node.name: index for index, node in enumerate(self.executor.schedule(self.outputs).order)}
+        last = len(position)
+        return sorted(self.wrt, key=lambda name: position.get(self.gradient.gradients[name].name, last))
 
     def commit_state(self):
         """Write the last step's state-update values into the variables' stored buffers (in place)."""

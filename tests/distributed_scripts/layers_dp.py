@@ -12,10 +12,10 @@ class Recording(gv.distributed.DataParallel):
 
     local = None
 
-    def update(self, updater, graph, gradients, weight):
+    def update(self, updater, graph, gradients, weight, exchange=None):
         if self.local is None:
             self.local = {name: np.asarray(value).tolist() for name, value in sorted(gradients.items())}
-        return super().update(updater, graph, gradients, weight)
+        return super().update(updater, graph, gradients, weight, exchange)
 
 
 def dropout_model():

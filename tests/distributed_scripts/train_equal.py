@@ -12,11 +12,23 @@ ROWS = 64 + gv.distributed.init(timeout=60).size - 1   # Batch(32): 32, 32, then
 
 
 class Counting(gv.distributed.DataParallel):
-    """Keeps the rows of each batch this rank trained on."""
+    """Keeps the rows of each batch this rank trained on, and when its all-reduces started."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.rows = []
+        self.rows, self.started_early = [], []
+
+    def exchange(self, weight):
+        """Records, per step, how many all-reduces had started when the step's last gradient arrived."""
+        exchange = super().exchange(weight)
+        arrive, seen = exchange.arrived, []
+
+        def arrived(name, gradient):
+            seen.append(exchange.started)
+            arrive(name, gradient)
+        exchange.arrived = arrived
+        self.started_early.append(seen)
+        return exchange
 
     def shard(self, batch):
         local, rows, total = super().shard(batch)
@@ -48,8 +60,10 @@ def main():
         reference, reference_history = train(reference_updater)
         expected = variables(reference)
         reference_state = sum(a.nbytes for arrays in reference_updater.state.values() for a in arrays)
-        for sharded in (False, True):
-            parallel = Counting(world, sharded_update=sharded, check_weights=True)
+        for mode, sharded, bucket in (("plain", False, None), ("sharded", True, None), ("segmented", False, 1)):
+            # "segmented": one all-reduce per variable, each started during the backward pass
+            options = {} if bucket is None else {"bucket_bytes": bucket}
+            parallel = Counting(world, sharded_update=sharded, check_weights=True, **options)
             g, history = train(make(), parallel)
             run = {
                 "weight_error": max(float(np.max(np.abs(value - expected[name])))
@@ -64,8 +78,10 @@ def main():
                 "state_bytes": world.allgather_object(parallel.state_bytes()),
                 "reference_state_bytes": reference_state,
                 "rows": world.allgather_object(parallel.rows),
+                "started_early": world.allgather_object([seen[-1] if seen else None
+                                                         for seen in parallel.started_early]),
             }
-            result["runs"][f"{label} {'sharded' if sharded else 'plain'}"] = run
+            result["runs"][f"{label} {mode}"] = run
     errors = []
     for sharded in (False, True):
         parallel = gv.distributed.DataParallel(world, sharded_update=sharded, check_weights=True)

@@ -16,13 +16,14 @@ import numpy as np
 from graphview.errors import GraphFileError
 from graphview.graph import Graph
 from graphview.onnx.load_dims import DIMS_BUILDERS
+from graphview.onnx.load_masks import MASK_BUILDERS, Positions, materialize
 from graphview.onnx.load_nn import NN_BUILDERS
-from graphview.onnx.load_ops import BUILDERS as BASIC_BUILDERS, Context, OnnxImportError
+from graphview.onnx.load_ops import BUILDERS as BASIC_BUILDERS, Context, OnnxImportError, view
 
 # The opsets of the default ("ai.onnx") domain this importer knows.
 MIN_OPSET, MAX_OPSET = 7, 23
 
-BUILDERS = {**BASIC_BUILDERS, **NN_BUILDERS, **DIMS_BUILDERS}
+BUILDERS = {**BASIC_BUILDERS, **NN_BUILDERS, **DIMS_BUILDERS, **MASK_BUILDERS}
 
 # ONNX element types that become graphview dtypes.
 DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
@@ -164,9 +165,16 @@ def load(source, *, names=None):
     for index, node in enumerate(graph.node):
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         cx.begin(node, index)
-        outputs = BUILDERS[node.op_type](cx, node, [cx.lookup(name) for name in node.input], attrs)
-        cx.finish(node, outputs)
+        inputs = [cx.lookup(name) for name in node.input]
+        if node.op_type not in MASK_BUILDERS:    # Range's positions of a run-time size, as a tensor
+            inputs = [materialize(cx, v) if isinstance(v, Positions) else v for v in inputs]
+        outputs = BUILDERS[node.op_type](cx, node, inputs, attrs)
+        cx.finish(node, [None if isinstance(v, Positions) else v for v in outputs])
+        cx.values.update((name, v) for name, v in zip(node.output, outputs) if isinstance(v, Positions) and name)
     for value_info in graph.output:
+        value = cx.lookup(value_info.name)
+        if isinstance(value, Positions):
+            cx.bind(value_info.name, view(cx, materialize(cx, value), (Ellipsis,), cx.fresh(value_info.name)))
         cx.materialize(value_info.name)
     if names is not None:
         names.update(cx.names)

@@ -55,62 +55,80 @@ def _channels_last(x3, n0, m, c0, cg, xc):
 def im2row(xc, width, kh, kw, sh, sw, top, left, dh, dw, oh, ow, rows):
     """rows[b * L + y * ow + z, (i * kw + j) * cg + c] = xc[b, h * width + w, c] at h = y*sh - top + i*dh,
     w = z*sw - left + j*dw, 0 outside the input (xc is (m, H * W, cg), channels innermost): the tall
-    operand of the product (BLAS is fastest with the batch's positions as rows). The flat indices
-    are unsigned: Numba then adds no negative-index test and the copies vectorize."""
+    operand of the product (BLAS is fastest with the batch's positions as rows). Per position and
+    kernel row, the kw taps of a window inside the input are one run of kw * cg entries when the
+    dilation is 1 (channels innermost, taps next). The flat indices are unsigned: Numba then adds no
+    negative-index test and the copies vectorize."""
     m, cg = xc.shape[0], xc.shape[2]
     height = xc.shape[1] // width
-    positions = oh * ow
     depth = rows.shape[1]
+    run = kw * cg
     target = rows.reshape(rows.size)
     source = xc.reshape(xc.size)
     zero = rows.dtype.type(0)
     for b in range(m):
-        for i in range(kh):
-            y_lo, y_hi = _span(height, i * dh - top, sh, oh)
-            for j in range(kw):
-                z_lo, z_hi = _span(width, j * dw - left, sw, ow)
-                base = (i * kw + j) * cg
-                for y in range(oh):
-                    first = (b * positions + y * ow) * depth + base
-                    lo, hi = (z_lo, z_hi) if y_lo <= y < y_hi else (ow, ow)
-                    for z in range(lo):
-                        for c in range(cg):
-                            target[np.uint64(first + z * depth + c)] = zero
-                    line = (b * height * width + (y * sh - top + i * dh) * width + j * dw - left) * cg
-                    for z in range(lo, hi):
+        for y in range(oh):
+            for i in range(kh):
+                h = y * sh - top + i * dh
+                first = (b * oh + y) * ow * depth + i * run
+                if h < 0 or h >= height:
+                    for z in range(ow):
                         at = first + z * depth
-                        start = line + z * sw * cg
-                        for c in range(cg):
-                            target[np.uint64(at + c)] = source[np.uint64(start + c)]
-                    for z in range(hi, ow):
-                        for c in range(cg):
-                            target[np.uint64(first + z * depth + c)] = zero
+                        for t in range(run):
+                            target[np.uint64(at + t)] = zero
+                    continue
+                line = (b * height + h) * width
+                for z in range(ow):
+                    at = first + z * depth
+                    w0 = z * sw - left
+                    if dw == 1 and w0 >= 0 and w0 + kw <= width:
+                        start = (line + w0) * cg
+                        for t in range(run):
+                            target[np.uint64(at + t)] = source[np.uint64(start + t)]
+                        continue
+                    for j in range(kw):
+                        w = w0 + j * dw
+                        if 0 <= w < width:
+                            start = (line + w) * cg
+                            for c in range(cg):
+                                target[np.uint64(at + j * cg + c)] = source[np.uint64(start + c)]
+                        else:
+                            for c in range(cg):
+                                target[np.uint64(at + j * cg + c)] = zero
 
 
 @njit(**JIT)
 def row2im(rows, width, kh, kw, sh, sw, top, left, dh, dw, oh, ow, xc):
     """The adjoint of im2row: each entry of rows added into xc (m, H * W, cg), which is not zeroed here
-    (unsigned flat indices, as im2row)."""
+    (runs of kw * cg entries and unsigned flat indices, as im2row)."""
     m, cg = xc.shape[0], xc.shape[2]
     height = xc.shape[1] // width
-    positions = oh * ow
     depth = rows.shape[1]
+    run = kw * cg
     source = rows.reshape(rows.size)
     target = xc.reshape(xc.size)
     for b in range(m):
-        for i in range(kh):
-            y_lo, y_hi = _span(height, i * dh - top, sh, oh)
-            for j in range(kw):
-                z_lo, z_hi = _span(width, j * dw - left, sw, ow)
-                base = (i * kw + j) * cg
-                for y in range(y_lo, y_hi):
-                    first = (b * positions + y * ow) * depth + base
-                    line = (b * height * width + (y * sh - top + i * dh) * width + j * dw - left) * cg
-                    for z in range(z_lo, z_hi):
-                        at = first + z * depth
-                        start = line + z * sw * cg
-                        for c in range(cg):
-                            target[np.uint64(start + c)] += source[np.uint64(at + c)]
+        for y in range(oh):
+            for i in range(kh):
+                h = y * sh - top + i * dh
+                if h < 0 or h >= height:
+                    continue
+                first = (b * oh + y) * ow * depth + i * run
+                line = (b * height + h) * width
+                for z in range(ow):
+                    at = first + z * depth
+                    w0 = z * sw - left
+                    if dw == 1 and w0 >= 0 and w0 + kw <= width:
+                        start = (line + w0) * cg
+                        for t in range(run):
+                            target[np.uint64(start + t)] += source[np.uint64(at + t)]
+                        continue
+                    for j in range(kw):
+                        w = w0 + j * dw
+                        if 0 <= w < width:
+                            start = (line + w) * cg
+                            for c in range(cg):
+                                target[np.uint64(start + c)] += source[np.uint64(at + j * cg + c)]
 
 
 @njit(**JIT)
@@ -199,15 +217,19 @@ def conv_forward(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, out):
                         for p in range(positions):
                             target[p] = source[p] + add
         return
+    xcs = np.empty((step, height * width, cg), x.dtype)
+    all_rows = np.empty((step * positions, depth), x.dtype)
+    results = np.empty((step * positions, og), x.dtype)
     for g in range(groups):
         wt = _taps_last(w2[g * og:(g + 1) * og], og, cg, kh, kw)
         for n0 in range(0, batch, step):
             m = min(step, batch - n0)
-            xc = np.empty((m, height * width, cg), x.dtype)
+            xc = xcs[:m]
             _channels_last(x3, n0, m, g * cg, cg, xc)
-            rows = np.empty((m * positions, depth), x.dtype)
+            rows = all_rows[:m * positions]
             im2row(xc, width, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, rows)
-            result = np.dot(rows, wt)
+            result = results[:m * positions]
+            np.dot(rows, wt, result)
             for b in range(m):
                 for o in range(og):
                     add = bias[g * og + o] if has_bias else 0
@@ -289,15 +311,17 @@ def conv_backward_weight(x, gy, sh, sw, ph, pw, dh, dw, groups, out):
 
 @njit(**JIT)
 def channel_sums(y3, out):
-    """out[c] = the sum of y3[:, c, :] (y3 C-contiguous (outer, channels, inner)), accumulated in float64."""
-    channels = y3.shape[1]
-    totals = np.zeros(channels)
-    for n in range(y3.shape[0]):
-        for c in range(channels):
-            row = y3[n, c]
-            total = 0.0
-            for p in range(row.shape[0]):
-                total += row[p]
-            totals[c] += total
+    """out[c] = the sum of y3[:, c, :] (y3 C-contiguous (outer, channels, inner)), accumulated in float64:
+    the rows added column by column first (an element-wise loop, which vectorizes), then the columns."""
+    outer, channels, inner = y3.shape
+    acc = np.empty(inner)
     for c in range(channels):
-        out[c] = totals[c]
+        acc[:] = 0.0
+        for n in range(outer):
+            row = y3[n, c]
+            for p in range(inner):
+                acc[p] += row[p]
+        total = 0.0
+        for p in range(inner):
+            total += acc[p]
+        out[c] = total

@@ -13,23 +13,33 @@ JIT = dict(cache=True, nogil=True, error_model="numpy")
 
 
 @njit(**JIT)
+def _column_total(x, c, shift, square, acc):
+    """The sum over (outer, inner) of x[:, c, :] - shift (squared with ``square``), in float64: the rows
+    are added column by column into ``acc`` (inner,) first, an element-wise loop that vectorizes where
+    a running scalar sum, without fastmath, would not; then acc's entries are summed."""
+    outer, inner = x.shape[0], x.shape[2]
+    acc[:] = 0.0
+    for o in range(outer):
+        row = x[o, c]
+        for k in range(inner):
+            d = row[k] - shift
+            acc[k] += d * d if square else d
+    total = 0.0
+    for k in range(inner):
+        total += acc[k]
+    return total
+
+
+@njit(**JIT)
 def channel_moments(x, mean, var):
     """Per channel (middle axis): ``mean`` and the biased variance ``var`` (float64), NaN when empty."""
     outer, channels, inner = x.shape
     count = outer * inner
+    acc = np.empty(inner)
     for c in range(channels):
-        total = 0.0
-        for o in range(outer):
-            for k in range(inner):
-                total += x[o, c, k]
-        m = total / count if count > 0 else np.nan
-        squares = 0.0
-        for o in range(outer):
-            for k in range(inner):
-                d = x[o, c, k] - m
-                squares += d * d
+        m = _column_total(x, c, 0.0, False, acc) / count if count > 0 else np.nan
         mean[c] = m
-        var[c] = squares / count if count > 0 else np.nan
+        var[c] = _column_total(x, c, m, True, acc) / count if count > 0 else np.nan
 
 
 @njit(**JIT)
@@ -85,16 +95,26 @@ def channel_affine(x, scale, shift, out):
 
 @njit(**JIT)
 def channel_grad_sums(x, g, mean, invstd, sum_g, sum_gxhat):
-    """Per channel: ``sum_g = sum(g)`` and ``sum_gxhat = sum(g * (x - mean) * invstd)`` (float64)."""
+    """Per channel: ``sum_g = sum(g)`` and ``sum_gxhat = sum(g * (x - mean) * invstd)`` (float64; columns
+    first, as _column_total)."""
     outer, channels, inner = x.shape
+    acc_g = np.empty(inner)
+    acc_gx = np.empty(inner)
     for c in range(channels):
+        m = mean[c]
+        acc_g[:] = 0.0
+        acc_gx[:] = 0.0
+        for o in range(outer):
+            xs = x[o, c]
+            gs = g[o, c]
+            for k in range(inner):
+                acc_g[k] += gs[k]
+                acc_gx[k] += gs[k] * (xs[k] - m)
         s = 0.0
         sx = 0.0
-        m = mean[c]
-        for o in range(outer):
-            for k in range(inner):
-                s += g[o, c, k]
-                sx += g[o, c, k] * (x[o, c, k] - m)
+        for k in range(inner):
+            s += acc_g[k]
+            sx += acc_gx[k]
         sum_g[c] = s
         sum_gxhat[c] = sx * invstd[c]
 

@@ -317,15 +317,7 @@ def test_one_hot_matches_onnxruntime(axis, depth_from):
 # --- op type coverage: what the exporter writes, the importer reads -------------------------------------
 
 # ONNX op types the exporter writes that the importer does not read, with the reason (ideally none).
-NOT_IMPORTED = {
-    "ArgMax": "no import builder yet (exported by argmax)", "ArgMin": "no import builder yet (exported by argmin)",
-    "Not": "no import builder yet (exported by ne)", "Pad": "no import builder yet (exported by pad)",
-    "Size": "no import builder yet (exported by in-place writes only, with ScatterND)",
-    "ScatterND": "no import builder yet (exported by in-place writes)",
-    "Erf": "graphview has no erf (exported by gelu below opset 20; from 20 gelu is Gelu, which is imported)",
-    "SoftmaxCrossEntropyLoss": "no import builder yet (exported by softmax_cross_entropy)",
-    "NegativeLogLikelihoodLoss": "no import builder yet (exported by nll)",
-}
+NOT_IMPORTED = {}
 
 
 def exported_op_types():

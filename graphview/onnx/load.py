@@ -17,13 +17,14 @@ from graphview.errors import GraphFileError
 from graphview.graph import Graph
 from graphview.onnx.load_dims import DIMS_BUILDERS
 from graphview.onnx.load_masks import MASK_BUILDERS, Positions, materialize
+from graphview.onnx.load_more import MORE_BUILDERS
 from graphview.onnx.load_nn import NN_BUILDERS
 from graphview.onnx.load_ops import BUILDERS as BASIC_BUILDERS, Context, OnnxImportError, view
 
 # The opsets of the default ("ai.onnx") domain this importer knows.
 MIN_OPSET, MAX_OPSET = 7, 23
 
-BUILDERS = {**BASIC_BUILDERS, **NN_BUILDERS, **DIMS_BUILDERS, **MASK_BUILDERS}
+BUILDERS = {**BASIC_BUILDERS, **NN_BUILDERS, **DIMS_BUILDERS, **MASK_BUILDERS, **MORE_BUILDERS}
 
 # ONNX element types that become graphview dtypes.
 DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32, "bool": np.bool_}

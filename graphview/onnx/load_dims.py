@@ -5,12 +5,22 @@ A Shape of dims known when building is a NumPy array (folded like any constant).
 is a load_ops.Dims: entries that are ints or (variable, axis). Gather, Concat, (Un)Squeeze, Slice and
 Cast on it give Dims (an array again once every entry is known); Reshape reads its unknown entries as
 unknown dims; ConstantOfShape and Expand build run-time tensors of that shape with broadcast_like.
+ReduceProd of unknown sizes gives a Product entry (a merged size: unknown to Reshape, computed at run
+time where a Cast to a float uses the sizes as values, as graphview's numel export does).
 DIMS_BUILDERS maps these op types to builders that fall back to load_ops' builders for other inputs.
 """
 import numpy as np
 
-from graphview.onnx.load_ops import BUILDERS, Dims, axis_of, identity, known, reshape_to, view
-from graphview.ops.shape import broadcast_like
+from graphview.layouts.ops import split_axis
+from graphview.onnx.load_ops import BUILDERS, Dims, axes_input, axis_of, identity, known, reshape_to, view
+from graphview.ops.shape import broadcast_like, numel
+
+
+class Product:
+    """A Dims entry: the product of ``entries`` (ints and (variable, axis)), known only at run time."""
+
+    def __init__(self, entries):
+        self.entries = list(entries)
 
 
 def constant(cx, node, ins, attrs):
@@ -111,9 +121,63 @@ def slice_(cx, node, ins, attrs):
 def cast(cx, node, ins, attrs):
     import onnx  # an optional dependency (the onnx extra)
 
-    if np.dtype(onnx.helper.tensor_dtype_to_np_dtype(attrs["to"])).kind not in "iu":
-        cx.fail("a shape with unknown sizes can only be cast to integers")
-    return [ins[0]]
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(attrs["to"]))
+    if dtype.kind in "iu":
+        return [ins[0]]
+    if dtype.name not in ("float32", "float64"):
+        cx.fail(f"a shape with unknown sizes can only be cast to integers, float32 or float64, not {dtype}")
+    return [values(cx, ins[0], dtype, cx.name())]
+
+
+def size_of(cx, entry, dtype):
+    """One entry's size as a run-time scalar of ``dtype`` (numel of its axis; a Product multiplies)."""
+    if isinstance(entry, int):
+        return cx.var(np.asarray(entry, dtype=dtype))
+    if isinstance(entry, Product):
+        result = size_of(cx, entry.entries[0], dtype)
+        for part in entry.entries[1:]:
+            result = cx.g.math.mul(result, size_of(cx, part, dtype))
+        return result
+    source, axis = entry
+    return cx.g.math.cast(numel(source, axis=axis), dtype.name)
+
+
+def values(cx, dims, dtype, name):
+    """The sizes of ``dims`` as a run-time tensor of ``dtype`` (used as values, not as a shape)."""
+    sizes = [size_of(cx, entry, dtype) for entry in dims.entries]
+    if dims.scalar:
+        return view(cx, sizes[0], (Ellipsis,), name)
+    return cx.g.shape.stack(sizes, axis=0, name=name)
+
+
+@sym
+def reduce_prod(cx, node, ins, attrs):
+    dims = ins[0]
+    axes = axes_input(cx, ins, attrs, 18)
+    if dims.scalar or axes not in (None, [], [0], [-1]):
+        cx.fail("ReduceProd of a shape with unknown sizes needs a 1-D shape and axis 0")
+    ints = [e for e in dims.entries if isinstance(e, int)]
+    rest = [e for e in dims.entries if not isinstance(e, int)]
+    known_part = int(np.prod(ints, dtype=np.int64))
+    entry = Product(rest + ([known_part] if known_part != 1 else [])) if rest else known_part
+    if rest and len(rest) == 1 and known_part == 1:
+        entry = rest[0]
+    keep = bool(attrs.get("keepdims", 1))
+    return [dims_or_array([entry]) if keep else dims_or_array([entry], scalar=True)]
+
+
+def fold_reduce_prod(builder):
+    """ReduceProd of a known array folded with NumPy (shape arithmetic), else ``builder``."""
+    def build(cx, node, ins, attrs):
+        if isinstance(ins[0], Dims) or not known(ins[0]):
+            return builder(cx, node, ins, attrs)
+        x = np.asarray(ins[0])
+        axes = axes_input(cx, ins, attrs, 18)
+        if not axes and attrs.get("noop_with_empty_axes", 0):
+            return [x]
+        axes = tuple(axis_of(cx, a, x.ndim) for a in axes) if axes else None
+        return [np.prod(x, axis=axes, keepdims=bool(attrs.get("keepdims", 1))).astype(x.dtype)]
+    return build
 
 
 @sym
@@ -121,18 +185,42 @@ def reshape(cx, node, ins, attrs):
     x, wanted = cx.var(ins[0]), entries(cx, ins[1], "the shape")
     target = []
     for i, entry in enumerate(wanted):
-        if isinstance(entry, tuple):
+        if not isinstance(entry, int):
             target.append(None)
         elif entry == 0 and not attrs.get("allowzero", 0):
             target.append(x.shape[i])
         else:
             target.append(entry)
+    split = splitting(x, wanted)
+    if split is not None and target.count(None) + target.count(-1) > 1:
+        return [split_axis(x, axis=split[0], sizes=split[1], name=cx.name())]
     return [reshape_to(cx, x, target, cx.name())]
+
+
+def splitting(x, wanted):
+    """(axis, sizes) where ``wanted`` is x's shape with one axis split into known sizes (one may be -1),
+    the other entries x's own sizes (its (x, axis) entries or equal known sizes); else None."""
+    rank, extra = len(x.shape), len(wanted) - len(x.shape)
+
+    def own(entry, axis):
+        return entry[0] is x and entry[1] == axis if isinstance(entry, tuple) else (
+            isinstance(entry, int) and entry == x.shape[axis] and entry not in (0, -1))
+    if extra < 0 or any(isinstance(e, Product) for e in wanted):
+        return None
+    for axis in range(rank):
+        sizes = wanted[axis:axis + extra + 1]
+        if (all(own(wanted[a], a) for a in range(axis))
+                and all(own(wanted[a + extra], a) for a in range(axis + 1, rank))
+                and all(isinstance(s, int) and s >= -1 for s in sizes)):
+            return axis, tuple(sizes)
+    return None
 
 
 def filled(cx, items, value, dtype, name=None):
     """A run-time tensor of shape ``items`` (ints and (variable, axis)) holding ``value``."""
     rank = len(items)
+    if any(isinstance(item, Product) for item in items):
+        cx.fail("a size computed as a product of sizes known only at run time cannot shape a new tensor")
     result = cx.var(np.full(tuple(d if isinstance(d, int) else 1 for d in items), value, dtype=dtype))
     for position, item in enumerate(items):
         if isinstance(item, tuple):
@@ -180,5 +268,5 @@ def expand(cx, node, ins, attrs):
 DIMS_BUILDERS = {
     "Constant": constant, "Shape": shape, "ConstantOfShape": constant_of_shape, "Expand": expand,
     "Gather": gather, "Unsqueeze": unsqueeze, "Squeeze": squeeze, "Concat": concat, "Slice": slice_,
-    "Cast": cast, "Reshape": reshape,
+    "Cast": cast, "Reshape": reshape, "ReduceProd": fold_reduce_prod(reduce_prod),
 }

@@ -53,7 +53,8 @@ def scalar(cx, value, what):
 
 def range_(cx, node, ins, attrs):
     start, limit, delta = ins
-    if isinstance(limit, Dims) and len(limit.entries) == 1 and known(start, delta):
+    size_of_axis = isinstance(limit, Dims) and len(limit.entries) == 1 and isinstance(limit.entries[0], tuple)
+    if size_of_axis and known(start, delta):
         start, delta = scalar(cx, start, "start"), scalar(cx, delta, "delta")
         if start.dtype.kind not in "iu" or delta.dtype.kind not in "iu":
             cx.fail(f"start and delta must be integers with a limit known only at run time, not {start.dtype}")
@@ -170,7 +171,7 @@ def one_hot(cx, node, ins, attrs):
     values = cx.static(values, "values") if not isinstance(values, Variable) else values
     rank = (np.ndim(indices) if known(indices) else len(indices.shape)) + 1
     axis = axis_of(cx, int(attrs.get("axis", -1)), rank)
-    if isinstance(depth, Dims) and len(depth.entries) == 1:
+    if isinstance(depth, Dims) and len(depth.entries) == 1 and isinstance(depth.entries[0], tuple):
         source, along = depth.entries[0]
         positions = materialize(cx, Positions(source, along, 0, 1, np.int64, rank, axis))
         size = cx.g.math.cast(numel(source, axis=along), "int64")

@@ -5,11 +5,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
+from numba import njit, types
+from numba.core.errors import TypingError
 
 import graphview as gv
 from graphview import registry
+from graphview.gradcheck import build_sample
 from graphview.testing import strided, transposed
 from graphview_kernels import checksum
+from graphview_kernels.launch import Elementwise, Signatures
 
 
 def _bump_first_then_copy(x, out):
@@ -136,7 +140,7 @@ def test_a_cheap_op_chain_catches_a_kernel_writing_its_input_in_the_middle(size)
 
 
 def test_an_input_passed_twice_is_read_once_and_reported_at_both_positions(monkeypatch):
-    listener = gv.NonInplaceValidationListener(raise_errors=False)
+    listener = gv.NonInplaceValidationListener(raise_errors=False, fingerprint_all=True)   # mul: element-wise
     x = np.arange(3000.0)
     snapshots = []
     monkeypatch.setattr(checksum, "snapshot", lambda array, kept=checksum.snapshot: snapshots.append(array) or kept(array))
@@ -377,3 +381,51 @@ def test_fingerprints_see_bit_changes_that_compare_equal():
     before = checksum.fingerprint(swapped)[0]
     swapped[[3, 7]] = swapped[[7, 3]]
     assert not np.array_equal(before, checksum.fingerprint(swapped)[0])
+
+
+# --- inputs an op cannot write -------------------------------------------------------------------
+
+def test_inputs_of_element_wise_kernels_are_not_fingerprinted_unless_asked(monkeypatch):
+    snapshots = []
+    monkeypatch.setattr(checksum, "snapshot", lambda array, kept=checksum.snapshot: snapshots.append(array) or kept(array))
+    x = np.arange(3000.0)
+    for fingerprint_all, expected in ((False, 0), (True, 1)):
+        snapshots.clear()
+        listener = gv.NonInplaceValidationListener(raise_errors=False, fingerprint_all=fingerprint_all)
+        listener.pre_op(None, fake("sin", ("x",)), [x])
+        listener.post_op(None, fake("sin", ("x",)), [x], [np.zeros(3000)])
+        assert len(snapshots) == expected and listener.checked_ops == 1
+    listener = gv.NonInplaceValidationListener(raise_errors=False)
+    listener.pre_op(None, fake("sin", ("x",)), [x])
+    listener.post_op(None, fake("sin", ("x",)), [x], [x[::-1]])            # aliasing is still checked
+    assert [v.kind for v in listener.violations] == ["aliased"]
+    listener.pre_op(None, fake("sum", ("x",)), [x])                       # not element-wise: fingerprinted
+    x[5] = -1.0
+    listener.post_op(None, fake("sum", ("x",)), [x], [np.zeros(())])
+    assert [(v.kind, v.index) for v in listener.violations[1:]] == [("modified", (5,))]
+
+
+def test_element_wise_kernels_take_every_input_typed_read_only_so_they_cannot_write_one():
+    # What lets the listener skip them: every entry point an element-wise op compiled (running its
+    # samples) types the inputs read-only, and Numba refuses to compile a store into such an array.
+    element_wise = [d for d in registry.definitions() if isinstance(d.kernel, Elementwise)]
+    assert {"add", "mul", "sin", "tanh", "where", "relu"} <= {d.name for d in element_wise}
+    compiled = 0
+    for definition in element_wise:
+        for sample in definition.samples() if definition.samples else ():
+            graph, output, feeds = build_sample(definition.name, sample)
+            graph.output(feeds, [output], listeners=[gv.NonInplaceValidationListener(fingerprint_all=True)])
+        for form in (definition.kernel.flat_form, definition.kernel.strided_form):
+            for dtypes in form.entries:
+                arrays = form.signature(dtypes)[:len(dtypes)]
+                assert not any(a.mutable for a in arrays[:-1]) and arrays[-1].mutable, (definition.name, arrays)
+                compiled += 1
+    assert compiled >= len(element_wise)
+
+    @njit(cache=False)
+    def writes_its_input(a, out, lo, hi):
+        for i in range(lo, hi):
+            a[i] = 0.0
+            out[i] = 1.0
+    with pytest.raises(TypingError, match="read-?only"):
+        Signatures(writes_its_input, 1, "C", (types.int64, types.int64))((np.dtype(np.float64),) * 2)

@@ -40,25 +40,24 @@ def unary(scalar, threshold=STREAMING_THRESHOLD):
     def contiguous(a, out, lo, hi):
         x, z = a, out
         n = z.size
+        # Unsigned indices: Numba tests a signed index for wraparound, and that test keeps LLVM from
+        # vectorizing a loop that does not start at 0 (slicing each operand first costs twice the
+        # compile time; the loops are the same).
+        first, last = np.uint64(lo), np.uint64(hi)
         if x.size == n:
-            # Slices indexed from 0 let LLVM vectorize the loop.
-            xs = x[lo:hi]
-            zs = z[lo:hi]
-            for i in range(hi - lo):
-                zs[i] = scalar(xs[i])
+            for i in range(first, last):
+                z[i] = scalar(x[i])
             return
         if x.size == 1:
             value = x[0]
-            zs = z[lo:hi]
-            for i in range(hi - lo):
-                zs[i] = scalar(value)
+            for i in range(first, last):
+                z[i] = scalar(value)
             return
         # A repeating row: the launcher cut lo, hi at multiples of its length.
-        p = x.size
-        for start in range(lo, hi, p):
-            zs = z[start:start + p]
+        p = np.uint64(x.size)
+        for start in range(first, last, p):
             for i in range(p):
-                zs[i] = scalar(x[i])
+                z[start + i] = scalar(x[i])
 
     @njit(**JIT)
     def strided(a, out):
@@ -76,49 +75,41 @@ def binary(scalar, threshold=STREAMING_THRESHOLD):
     def contiguous(a, b, out, lo, hi):
         x, y, z = a, b, out
         n = z.size
+        first, last = np.uint64(lo), np.uint64(hi)   # unsigned: see unary
         if x.size == n and y.size == n:
-            xs = x[lo:hi]
-            ys = y[lo:hi]
-            zs = z[lo:hi]
-            for i in range(hi - lo):
-                zs[i] = scalar(xs[i], ys[i])
+            for i in range(first, last):
+                z[i] = scalar(x[i], y[i])
             return
         if x.size == n and y.size == 1:
-            xs = x[lo:hi]
-            zs = z[lo:hi]
             right = y[0]
-            for i in range(hi - lo):
-                zs[i] = scalar(xs[i], right)
+            for i in range(first, last):
+                z[i] = scalar(x[i], right)
             return
         if x.size == 1 and y.size == n:
-            ys = y[lo:hi]
-            zs = z[lo:hi]
             left = x[0]
-            for i in range(hi - lo):
-                zs[i] = scalar(left, ys[i])
+            for i in range(first, last):
+                z[i] = scalar(left, y[i])
             return
-        p = row_length(n, x.size, y.size, 0)
+        p = row_length(n, x.size, y.size, y.size)
+        q = np.uint64(p)
         if x.size == n and y.size == p:
             # A full operand and a repeating row (a bias): the launcher cut lo, hi at rows.
-            for start in range(lo, hi, p):
-                xs = x[start:start + p]
-                zs = z[start:start + p]
-                for i in range(p):
-                    zs[i] = scalar(xs[i], y[i])
+            for start in range(first, last, q):
+                for i in range(q):
+                    z[start + i] = scalar(x[start + i], y[i])
             return
         if x.size == p and y.size == n:
-            for start in range(lo, hi, p):
-                ys = y[start:start + p]
-                zs = z[start:start + p]
-                for i in range(p):
-                    zs[i] = scalar(x[i], ys[i])
+            for start in range(first, last, q):
+                for i in range(q):
+                    z[start + i] = scalar(x[i], y[start + i])
             return
-        sx = 1 if x.size > 1 else 0
-        sy = 1 if y.size > 1 else 0
-        for start in range(lo, hi, p):
-            ox = (start % x.size) * sx
-            oy = (start % y.size) * sy
-            for c in range(p):
+        nx, ny = np.uint64(x.size), np.uint64(y.size)
+        sx = np.uint64(1 if x.size > 1 else 0)
+        sy = np.uint64(1 if y.size > 1 else 0)
+        for start in range(first, last, q):
+            ox = (start % nx) * sx
+            oy = (start % ny) * sy
+            for c in range(q):
                 z[start + c] = scalar(x[ox + c * sx], y[oy + c * sy])
 
     @njit(**JIT)
@@ -137,23 +128,21 @@ def ternary(scalar, threshold=STREAMING_THRESHOLD):
     def contiguous(a, b, c, out, lo, hi):
         x, y, w, z = a, b, c, out
         n = z.size
+        first, last = np.uint64(lo), np.uint64(hi)   # unsigned: see unary
         if x.size == n and y.size == n and w.size == n:
-            xs = x[lo:hi]
-            ys = y[lo:hi]
-            ws = w[lo:hi]
-            zs = z[lo:hi]
-            for i in range(hi - lo):
-                zs[i] = scalar(xs[i], ys[i], ws[i])
+            for i in range(first, last):
+                z[i] = scalar(x[i], y[i], w[i])
             return
-        p = row_length(n, x.size, y.size, w.size)
-        sx = 1 if x.size > 1 else 0
-        sy = 1 if y.size > 1 else 0
-        sw = 1 if w.size > 1 else 0
-        for start in range(lo, hi, p):
-            ox = (start % x.size) * sx
-            oy = (start % y.size) * sy
-            ow = (start % w.size) * sw
-            for k in range(p):
+        q = np.uint64(row_length(n, x.size, y.size, w.size))
+        nx, ny, nw = np.uint64(x.size), np.uint64(y.size), np.uint64(w.size)
+        sx = np.uint64(1 if x.size > 1 else 0)
+        sy = np.uint64(1 if y.size > 1 else 0)
+        sw = np.uint64(1 if w.size > 1 else 0)
+        for start in range(first, last, q):
+            ox = (start % nx) * sx
+            oy = (start % ny) * sy
+            ow = (start % nw) * sw
+            for k in range(q):
                 z[start + k] = scalar(x[ox + k * sx], y[oy + k * sy], w[ow + k * sw])
 
     @njit(**JIT)

@@ -13,7 +13,8 @@ GRAPHVIEW_CACHE_DIR) and runs
 3. with ``--cli``, first ``graphview gradcheck --quiet`` on other empty caches
    (the cold time a user sees, without the listener).
 
-Times are wall-clock seconds of whole processes (import included). The machine
+Times are wall-clock and CPU (user + system) seconds of whole processes
+(import included), with the 1-minute load average after each. The machine
 is shared: compare runs of one invocation only.
 
 Run: .venv/bin/python benchmarks/cold_start.py [--cli] [--top N] [--signatures]
@@ -21,6 +22,7 @@ Run: .venv/bin/python benchmarks/cold_start.py [--cli] [--top N] [--signatures]
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -43,6 +45,7 @@ class CompileRecorder(event.Listener):
         self.kernels = defaultdict(lambda: {"signatures": [], "seconds": 0.0})
         self.current = "(import)"
         self.by_op = defaultdict(float)
+        self.first_op = {}       # kernel: the op whose samples compiled it first
 
     def on_start(self, ev):
         self.stack.append([time.perf_counter(), 0.0])
@@ -62,6 +65,7 @@ class CompileRecorder(event.Listener):
         kernel["signatures"].append(", ".join(str(a) for a in ev.data["args"]))
         kernel["seconds"] += total - nested
         self.by_op[self.current] += total - nested
+        self.first_op.setdefault(name, self.current)
 
 
 def child(path):
@@ -77,18 +81,27 @@ def child(path):
         op_seconds[case.op] += case.seconds
     failed = [row.op for row in rows if row.failed]
     record = {"seconds": time.perf_counter() - start, "failed": failed, "kernels": dict(recorder.kernels),
-              "compile_by_op": dict(recorder.by_op), "op_seconds": dict(op_seconds), "cases": len(cases)}
+              "compile_by_op": dict(recorder.by_op), "first_op": recorder.first_op, "op_seconds": dict(op_seconds), "cases": len(cases)}
     with open(path, "w", encoding="utf-8") as stream:
         json.dump(record, stream)
 
 
 def timed(command, env):
+    """Run ``command``: its wall-clock seconds, CPU seconds (user + system) and exit status."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     result = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if result.returncode:
         print(result.stdout[-2000:], result.stderr[-2000:], file=sys.stderr)
-    return seconds, result.returncode
+    return seconds, cpu, result.returncode
+
+
+def load():
+    """The 1-minute load average, to print beside a time (the machine may be shared)."""
+    return os.getloadavg()[0]
 
 
 def cache_env():
@@ -104,10 +117,10 @@ def report(record, top, signatures):
     count = sum(len(k["signatures"]) for k in kernels.values())
     print(f"compiled {count} signatures of {len(kernels)} kernels in {total:.1f} s "
           f"(of {record['seconds']:.1f} s running {record['cases']} samples)")
-    print(f"\n{'kernel':60} {'sigs':>5} {'seconds':>8}")
+    print(f"\n{'kernel':60} {'sigs':>5} {'seconds':>8}  first compiled for op")
     ranked = sorted(kernels.items(), key=lambda item: -item[1]["seconds"])
     for name, kernel in ranked[:top]:
-        print(f"{name:60} {len(kernel['signatures']):5d} {kernel['seconds']:8.2f}")
+        print(f"{name:60} {len(kernel['signatures']):5d} {kernel['seconds']:8.2f}  {record['first_op'].get(name, '')}")
         if signatures:
             for signature in kernel["signatures"]:
                 print(f"    ({signature})")
@@ -139,14 +152,15 @@ def main():
         child(args.child)
         return 0
     if args.cli:
-        seconds, code = timed([GRAPHVIEW, "gradcheck", "--quiet"], cache_env())
-        print(f"cold `graphview gradcheck --quiet`: {seconds:.1f} s (exit {code})")
+        seconds, cpu, code = timed([GRAPHVIEW, "gradcheck", "--quiet"], cache_env())
+        print(f"cold `graphview gradcheck --quiet`: {seconds:.1f} s, {cpu:.1f} s CPU (exit {code}, load {load():.2f})")
     env = cache_env()
     path = args.json or os.path.join(env["GRAPHVIEW_CACHE_DIR"], "record.json")
-    seconds, code = timed([sys.executable, os.path.abspath(__file__), "--child", path], env)
-    print(f"cold op suite with the compile listener: {seconds:.1f} s (exit {code})")
-    warm, code = timed([GRAPHVIEW, "gradcheck", "--quiet"], env)
-    print(f"warm `graphview gradcheck --quiet` (same caches): {warm:.1f} s (exit {code})\n")
+    seconds, cpu, code = timed([sys.executable, os.path.abspath(__file__), "--child", path], env)
+    print(f"cold op suite with the compile listener: {seconds:.1f} s, {cpu:.1f} s CPU (exit {code}, load {load():.2f})")
+    warm, cpu, code = timed([GRAPHVIEW, "gradcheck", "--quiet"], env)
+    print(f"warm `graphview gradcheck --quiet` (same caches): {warm:.1f} s, {cpu:.1f} s CPU "
+          f"(exit {code}, load {load():.2f})\n")
     with open(path, encoding="utf-8") as stream:
         report(json.load(stream), args.top, args.signatures)
     return 0

@@ -106,14 +106,16 @@ class NonInplaceValidationListener(Listener):
             self._pending.check = None
             return
         definition = get_op(node.op)
+        if not self.fingerprint_all and isinstance(definition.kernel, Elementwise):
+            self._pending.check = (definition, None)        # inputs typed read-only: aliasing only
+            return
         written = definition.inplace
-        readable_only = not self.fingerprint_all and isinstance(definition.kernel, Elementwise)
         kept = {}   # id -> (array, snapshot, positions): an array passed at several positions is read once
         for position, array in enumerate(inputs):
             if isinstance(array, np.ndarray) and array.size and position not in written:
                 entry = kept.get(id(array))
                 if entry is None:
-                    kept[id(array)] = (array, None if readable_only else checksum.snapshot(array), [position])
+                    kept[id(array)] = (array, checksum.snapshot(array), [position])
                 else:
                     entry[2].append(position)
         self._pending.check = (definition, kept.values())
@@ -125,6 +127,9 @@ class NonInplaceValidationListener(Listener):
             return
         self.checked_ops += 1
         definition, kept = check
+        if kept is None:
+            kept = [(array, None, (position,)) for position, array in enumerate(inputs)
+                    if isinstance(array, np.ndarray) and array.size]
         for array, snapshot, positions in kept:
             flat = -1 if snapshot is None else checksum.first_change_since(array, snapshot)
             if flat >= 0:

@@ -5,8 +5,10 @@
   the same function when PyTorch is importable;
 * the NonInplaceValidationListener's overhead as a ratio to plain execution, on
   the 20-op benchmark chain over 10**6 float64 and on chains of cheap ops (+1,
-  *0.5) over 10**6, 1000 and 16 elements, next to its floor: a listener that
-  only reads each input once before and once after its op.
+  *0.5) over 10**6, 1000 and 16 elements, next to the floor of a check that
+  reads the inputs (a listener that only reads each input once before and once
+  after its op) and to the listener with ``fingerprint_all=True``, which also
+  hashes the inputs of element-wise ops (ADR 0006, addendum 2).
 
 Run: .venv/bin/python benchmarks/bench_gradcheck.py [--repeat N]
 """
@@ -123,7 +125,8 @@ def listener_overhead(repeat):
     for label, size, length, cheap in CHAINS:
         g, output, feeds = chain(size, length, cheap)
         listener = gv.NonInplaceValidationListener()
-        variants = {"plain": [], "read twice (floor)": [ReadTwice()], "validation listener": [listener]}
+        variants = {"plain": [], "read twice (floor)": [ReadTwice()], "validation listener": [listener],
+                    "fingerprint_all=True": [gv.NonInplaceValidationListener(fingerprint_all=True)]}
         runs = repeat if size >= 10 ** 5 else 20 * repeat
         times = {name: [] for name in variants}
         if config is not None:

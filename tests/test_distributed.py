@@ -180,7 +180,8 @@ def test_a_rank_that_never_arrives_times_out_with_the_collective_named():
     done = mpiexec(2, "faults.py", "sleep", timeout=60)                  # rank 1 sleeps 120 s: no hang allowed
     elapsed = time.monotonic() - start
     assert done.returncode != 0 and elapsed < 30
-    assert re.search(r"DistributedTimeoutError: rank 0 of 2: an all-reduce did not complete within 2 s; "
+    assert re.search(r"DistributedTimeoutError: rank 0 of 2: the step's all-reduce \(gradients, loss, state\) did "
+                     r"not complete within 2 s; "
                      r"a rank never arrived", done.stderr)
     assert "rank 0 of 2: aborting every rank" in done.stderr and "finished" not in done.stdout
 

@@ -126,28 +126,38 @@ class DataParallel:
         """The factor of this rank's gradients in the global step."""
         return local / total if self.loss_reduction == "mean" else 1.0
 
-    def global_loss(self, loss, local, total):
-        """The whole batch's loss from each rank's loss of its share; every rank must have read a batch of
-        the same size (ranks reading different data are a DistributedError, not a silent mix)."""
-        exchanged = np.array([loss if self.loss_reduction == "sum" else loss * local, local, total], np.float64)
-        self.world.allreduce_(exchanged)
-        if exchanged[1] != total or exchanged[2] != total * self.size:
-            raise DistributedError(f"rank {self.rank} of {self.size}: the ranks read batches of different sizes "
-                                   f"(this rank {total} rows; the shares add up to {exchanged[1]:g}); every rank "
-                                   "must read the same data in the same order (same data set, same Shuffle seed)")
-        return exchanged[0] if self.loss_reduction == "sum" else exchanged[0] / total
+    def start_tail(self, exchange, graph, loss, local, total, new_state):
+        """Start the step's last all-reduce: the loss of this rank's share with its rows and batch size, and
+        the state updates (batch norm's running statistics, from each rank's share) weighted by the rows,
+        all in one float64 buffer, so a step waits once. A rank without rows adds zeros to the state."""
+        names = list(new_state)
+        sizes = [graph.stored(name).size for name in names]
+        buffer = np.zeros(3 + sum(sizes), np.float64)
+        buffer[:3] = [loss if self.loss_reduction == "sum" else loss * local, local, total]
+        offset = 3
+        for name, size in zip(names, sizes):
+            if local and new_state[name] is not None:
+                buffer[offset:offset + size] = np.asarray(new_state[name], np.float64).reshape(-1) * local
+            offset += size
+        exchange.tail = (buffer, names, sizes, total)
+        exchange.handles.append(self.world.start_allreduce_(buffer))
 
-    def average_state(self, graph, names, new_state, rows, total):
-        """The state updates (batch norm's running statistics, computed from each rank's share) averaged
-        over the ranks, weighted by their rows; every rank calls it, one without rows adds nothing."""
-        for name in names:
+    def finish_tail(self, exchange, graph, new_state):
+        """The whole batch's loss, once every started collective is done, with the averaged state written
+        into ``new_state``; every rank must have read a batch of the same size (ranks reading different
+        data are a DistributedError, not a silent mix)."""
+        exchange.wait()
+        buffer, names, sizes, total = exchange.tail
+        if buffer[1] != total or buffer[2] != total * self.size:
+            raise DistributedError(f"rank {self.rank} of {self.size}: the ranks read batches of different sizes "
+                                   f"(this rank {total} rows; the shares add up to {buffer[1]:g}); every rank "
+                                   "must read the same data in the same order (same data set, same Shuffle seed)")
+        offset = 3
+        for name, size in zip(names, sizes):
             stored = graph.stored(name)
-            buffer = np.zeros(stored.size, np.float64)
-            if rows:
-                buffer[...] = np.asarray(new_state[name], np.float64).reshape(-1) * rows
-            self.world.allreduce_(buffer)
-            new_state[name] = (buffer / total).astype(stored.dtype).reshape(stored.shape)
-        return new_state
+            new_state[name] = (buffer[offset:offset + size] / total).astype(stored.dtype).reshape(stored.shape)
+            offset += size
+        return buffer[0] if self.loss_reduction == "sum" else buffer[0] / total
 
     def exchange(self, weight):
         """This step's gradient exchange: pass its ``arrived`` as the GradientStep's ``ready``, then call
@@ -330,6 +340,7 @@ class Exchange:
         self.overlap = not parallel.sharded_update and parallel.size > 1
         self.missing = [len(members) for members, _ in self.layout.segments]
         self.packed, self.started, self.handles = set(), 0, []
+        self.tail = None                    # the loss and state all-reduce (DataParallel.start_tail)
 
     def arrived(self, name, gradient):
         """The GradientStep's ``ready``: pack ``name``'s final gradient, and start what is complete."""
@@ -354,7 +365,7 @@ class Exchange:
     def wait(self):
         """Wait for every started all-reduce: the buckets then hold the global gradients."""
         handles, self.handles = self.handles, []
-        self.world.wait_(handles, "a gradient all-reduce")
+        self.world.wait_(handles, "the step's all-reduce (gradients, loss, state)")
 
     def _start_complete(self):
         segments = self.layout.segments

@@ -147,12 +147,13 @@ def _parallel_step(graph, batch, config, validation, step, op_listeners, epoch, 
     else:                                   # fewer rows than ranks: this rank adds nothing to the step
         loss, gradients = 0.0, {}
     exchange.finish(gradients)
-    loss = parallel.global_loss(loss, rows, total)
+    state = {name: step.new_state.get(name) if rows else None for name, _ in step.state}
+    parallel.start_tail(exchange, graph, loss, rows, total, state)
+    loss = parallel.finish_tail(exchange, graph, state)       # waits for every collective of the step
     if config.terminate_on_nan and not math.isfinite(loss):
-        exchange.wait()                     # no collective is left running when the error stops training
         raise _non_finite(loss, updater.iteration + 1, epoch, batches_done + 1)
     if step.state:
-        parallel.average_state(graph, [name for name, _ in step.state], step.new_state, rows, total)
+        step.new_state = state
         step.commit_state()
     parallel.update(updater, graph, gradients, exchange.weight, exchange)
     return loss

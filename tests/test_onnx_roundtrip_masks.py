@@ -135,6 +135,20 @@ def test_padding_values_do_not_reach_the_loaded_outputs():
     np.testing.assert_allclose(first, [values[0, :2].mean(0), values[1].mean(0)], rtol=1e-6)
 
 
+def test_lengths_past_the_steps_are_refused_as_by_the_original():
+    """onnxruntime's Less takes any length; graphview's sequence_mask, in the original and the loaded graph,
+    refuses one outside [0, steps] when the graph runs."""
+    g = gv.Graph("long")
+    x = g.placeholder("x", (None, None, 2), "float32")
+    y = gv.masked_sum(x, g.placeholder("lengths", (None,), "int64"), axis=1)
+    mapping = {}
+    loaded = load(ex.to_model(g, [y.name]), names=mapping)
+    feeds = {"x": np.ones((2, 3, 2), F32), "lengths": np.array([1, 4])}
+    for graph, name in ((g, y.name), (loaded, mapping[y.name])):
+        with pytest.raises(gv.ExecutionError, match=r"length 4 of batch entry 1 is outside \[0, 3\]"):
+            graph.output(feeds, [name])
+
+
 # --- causal attention ------------------------------------------------------------------------------
 
 def test_causal_attention_round_trips():
@@ -161,6 +175,25 @@ def test_causal_mask_of_four_axes_round_trips():
     def make(batch, steps, lengths):
         return {"q": np.random.default_rng(batch + steps).normal(size=(batch, 2, steps, 3)).astype(F32)}
     assert "causal_mask" in ops_of(check_round_trip(g, [y.name], make))
+
+
+def test_dims_with_lengths_and_multi_head_causal_attention_round_trip():
+    """The README's dims with lengths: reductions and softmax over a dim with lengths are masked ops, and
+    multi-head attention masks padded keys (merge_axes/split_axis for the heads) beside its causal mask."""
+    g = gv.Graph("dims")
+    time, feat = gv.Dim("time"), gv.Dim("feat", 8)
+    seq = g.placeholder("seq", dims=(gv.batch_dim, time, feat), lengths={time: "seq_len"}, dtype="float32")
+    r = np.random.default_rng(8)
+    weights = [g.var(name, r.normal(0, 0.3, (8, 8)).astype(F32)) for name in ("wq", "wk", "wv", "wo")]
+    attended = g.nn.multi_head_attention(seq, seq, seq, 2, *weights, causal=True)
+    pooled = g.math.mean(attended, axis=time)
+    weights_over_time = g.nn.softmax(g.math.sum(seq, axis=feat), axis=time)
+
+    def make(batch, steps, lengths):
+        x = np.random.default_rng(batch * steps).normal(size=(batch, steps, 8)).astype(F32)
+        return {"seq": x, "seq_len": np.array(lengths, np.int64)}
+    loaded = check_round_trip(g, [pooled.name, weights_over_time.name, attended.name], make)
+    assert {"sequence_mask", "causal_mask", "split_axis"} <= ops_of(loaded)
 
 
 # --- recurrent ops with lengths --------------------------------------------------------------------
@@ -268,6 +301,25 @@ def test_comparisons_of_two_runtime_ranges_match_onnxruntime(compare):
         np.testing.assert_array_equal(got, want)
     direct = compare in ("LessOrEqual", "GreaterOrEqual")      # graphview's causal mask as it is
     assert ("sum" not in ops_of(loaded)) is direct             # the others count positions from one
+
+
+def test_positional_embedding_range_matches_onnxruntime():
+    """PyTorch's positional embeddings: Range(0, steps) gathers rows of a table; the positions are also an output."""
+    nodes = [oh.make_node("Shape", ["x"], ["shape"]), oh.make_node("Gather", ["shape", "one"], ["steps"], axis=0),
+             oh.make_node("Range", ["zero", "steps", "one"], ["positions"]),
+             oh.make_node("Gather", ["table", "positions"], ["rows"], axis=0), oh.make_node("Add", ["x", "rows"], ["y"])]
+    inits = [numpy_helper.from_array(np.asarray(v, np.int64), k) for k, v in (("zero", 0), ("one", 1))]
+    inits.append(numpy_helper.from_array(np.random.default_rng(1).normal(size=(9, 3)).astype(F32), "table"))
+    model = range_model(nodes, [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "steps", 3])],
+                        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "steps", 3]),
+                         oh.make_tensor_value_info("positions", TensorProto.INT64, ["steps"])], inits)
+    loaded = load(model)
+    for batch, steps in ((2, 5), (1, 9), (3, 1)):
+        feeds = {"x": np.random.default_rng(steps).normal(size=(batch, steps, 3)).astype(F32)}
+        for got, want in zip(outputs_of(loaded, feeds, ["y", "positions"]), run_onnx(model, feeds)):
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert loaded.is_trainable("table")           # the table is a weight: fine-tuning reaches it
 
 
 def test_range_with_a_limit_computed_from_values_is_refused():

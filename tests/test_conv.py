@@ -24,6 +24,10 @@ CONV2D = [
     ((1, 2, 6, 5), (3, 2, 4, 3), dict(padding="same", dilation=2)),
     ((2, 2, 5, 5), (3, 2, 5, 5), dict(padding="valid")),
     ((3, 1, 8, 8), (16, 1, 3, 3), dict(padding=1)),
+    # Several chunks of the batch (8 + 2 images of 64 positions), each chunk's product in several blocks of
+    # rows (OpenBLAS's small-matrix sizes: 54 rows at K = 288, N = 64; 217 at K = 144, N = 32 per group)
+    ((10, 32, 8, 8), (64, 32, 3, 3), dict(padding=1)),
+    ((10, 32, 8, 8), (64, 16, 3, 3), dict(groups=2, padding=1)),
 ]
 
 CONV1D = [
@@ -39,6 +43,16 @@ TRANSPOSE = [
     ((2, 2, 5, 4), (2, 3, 3, 2), dict(padding=(1, 0))),
     ((2, 4, 3, 3), (4, 1, 3, 3), dict(groups=4, stride=2)),
 ]
+
+
+def _tolerance(dtype, w_shape):
+    """TOLERANCE, its float32 absolute part grown with the terms each output sums (rounding in both
+    libraries grows with them: at 288 terms of unit scale the two differ by up to 3e-5)."""
+    terms = int(np.prod(w_shape[1:]))
+    tolerance = dict(TOLERANCE[dtype])
+    if dtype == np.float32:
+        tolerance["atol"] *= max(1.0, terms / 32)
+    return tolerance
 
 
 def _data(shapes, dtype, seed=0):
@@ -70,7 +84,7 @@ def test_conv2d_matches_torch(case, layout, dtype):
     expected = F.conv2d(torch.tensor(x), torch.tensor(w), torch.tensor(b), **attrs).numpy()
     *_, got = _run(lambda g, x, w, b: g.nn.conv2d(x, w, b, layout=layout, **attrs), [_to_layout(x, layout), w, b])
     assert got.dtype == dtype
-    np.testing.assert_allclose(_from_layout(got, layout), expected, **TOLERANCE[dtype])
+    np.testing.assert_allclose(_from_layout(got, layout), expected, **_tolerance(dtype, ws))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -2,8 +2,9 @@
 
 Graph inputs that are not initializers become placeholders (symbolic or unknown dims: None),
 floating-point initializers trainable VARIABLEs (so the imported model can be gradient-checked and
-fine-tuned), integer and bool initializers CONSTANTs; each node is built by the builder that
-graphview.onnx.load_ops.BUILDERS gives its op type. ONNX names are kept as variable names (``names=``
+fine-tuned), integer and bool initializers CONSTANTs; each node is built by the builder that BUILDERS
+gives its op type (the tables of load_ops, load_nn, load_dims, load_masks and load_more joined; a
+``Range`` over a run-time size stays symbolic for load_masks' builders and is a tensor for the others). ONNX names are kept as variable names (``names=``
 receives the map, ONNX name -> graphview name, which differs only where a name was empty or taken).
 Integer values known when the graph is built (shape constants, ``Shape`` of static dims and the
 integer arithmetic on them) are folded with NumPy. ``onnx`` is an optional dependency (the onnx extra):

@@ -340,3 +340,16 @@ def test_an_empty_spatial_axis_is_refused_even_with_padding(op):
     y = getattr(g.nn, op)(x, 2, padding=((1, 1), (0, 0)))       # windows of padding only: row 0 was read
     with pytest.raises(gv.ShapeError, match=f"{op}: spatial axis h of x \\(1, 1, 0, 4\\) is empty"):
         g.output({"x": np.zeros((1, 1, 0, 4))}, [y])
+
+
+def test_max_pool_gradient_goes_to_the_first_of_tied_maxima_as_torch():
+    """Ties (relu's zeros, rounded values) and infinities in 2x2 windows: the gradient goes to the
+    window's first maximum in row-major order, as PyTorch's; a window of -inf to its first entry."""
+    x = np.maximum(np.round(_rng(15).normal(size=(3, 4, 6, 8))), 0.0)
+    x[0, 0, :2, :2] = -np.inf
+    x[1, 2, 2:4, 4:6] = [[1.0, np.inf], [np.inf, 1.0]]
+    weights = _rng(16).normal(size=(3, 4, 3, 4))
+    expected = _torch_gradients(lambda t: F.max_pool2d(t, 2), x, weights)
+    got = _graph_gradients(lambda g, v: g.nn.max_pool2d(v, 2), x, weights)
+    np.testing.assert_array_equal(got, expected)
+    assert np.count_nonzero(got) == weights.size

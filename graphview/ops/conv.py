@@ -51,7 +51,22 @@ def _write_back(out, result, layout, rank):
 
 
 def _params(rank, stride, padding, dilation):
-    """stride, padding and dilation as 2-D kernel arguments (a 1-D op has height 1)."""
+    """stride, padding and dilation as 2-D kernel arguments (a 1-D op has height 1); a node's attributes
+    (tuples) are looked up in a table, as every run of the node asks again."""
+    key = (rank, stride, padding, dilation)
+    try:
+        return _PARAMS[key]
+    except KeyError:
+        result = _PARAMS[key] = _resolve(rank, stride, padding, dilation)
+        return result
+    except TypeError:       # not hashable (a list given to the launcher directly)
+        return _resolve(rank, stride, padding, dilation)
+
+
+_PARAMS = {}
+
+
+def _resolve(rank, stride, padding, dilation):
     stride = spatial.tuple_of("conv", "stride", stride, rank)
     pads = padding_pairs("conv", padding, rank)
     dilation = spatial.tuple_of("conv", "dilation", dilation, rank)

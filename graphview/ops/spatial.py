@@ -16,6 +16,7 @@ The attribute declarations :class:`Ints`, :class:`Pads` and :func:`layout_name` 
 when a node is built or loaded, and normalize ints to tuples.
 """
 from dataclasses import dataclass
+from functools import lru_cache
 
 from graphview import attributes
 from graphview.attributes import Attribute
@@ -56,7 +57,13 @@ def layout_of(op, layout, spatial_rank):
     if not isinstance(layout, str) or layout not in names:
         raise OpArgumentError(f"{op}: layout {layout!r} is not one of {', '.join(map(repr, names))} "
                               "(b batch, c channel, h height, w width)")
-    return Layout(layout, layout.index("b"), layout.index("c"), tuple(i for i, a in enumerate(layout) if a in "hw"))
+    return _layout(layout)
+
+
+@lru_cache(maxsize=None)
+def _layout(name):
+    """The Layout of a known layout name, made once (the kernels' launchers ask for it at every run)."""
+    return Layout(name, name.index("b"), name.index("c"), tuple(i for i, a in enumerate(name) if a in "hw"))
 
 
 def _ints(value, count, minimum, what):

@@ -92,6 +92,7 @@ def parts(repeat, number):
     lengths = checked_lengths("lstm", (), BATCH, STEPS)
     packed = np.empty((STEPS + 1, BATCH, 6 * HIDDEN), np.float32)
     bias = b_ih + b_hh
+    kernels.lstm_forward(xt, h0, h0, w_ih, w_hh, bias, lengths, packed)   # h_{t-1} below: values, not np.empty's
     grad = r.normal(size=packed.shape).astype(np.float32)
     gates = np.empty((STEPS + 1, BATCH, 4 * HIDDEN + FEATURES), np.float32)
     weight_grads = np.empty((4 * HIDDEN, FEATURES + HIDDEN + 1), np.float32)

@@ -3,10 +3,11 @@
 The contiguous form takes the target as its only written operand, so the
 compiler vectorizes the loop (an element-wise kernel called with the same
 array as input and output fails LLVM's runtime alias check and runs scalar,
-about 4x slower), and each chunk is sliced so that its loop runs from 0 (a
-``range(lo, hi)`` loop is not vectorized either). A one-element value is read once as a scalar. Targets that
-are not C-contiguous, or values that broadcast, go through the element-wise
-4-D strided kernels. The scalar functions live here because Numba's cache
+about 4x slower), and its loops index with unsigned integers (a ``range(lo, hi)``
+loop over signed ones is not vectorized either: Numba tests each index for
+wraparound). A one-element value is read once as a scalar. Targets that are not
+C-contiguous, or values that broadcast, go through the element-wise 4-D strided
+kernels. The scalar functions live here because Numba's cache
 tracks only the file of the function it compiles.
 """
 import numpy as np
@@ -78,16 +79,17 @@ class Inplace:
 def inplace(scalar, strided):
     @njit(**JIT)
     def contiguous(target, value, lo, hi):
-        # Slice first and loop from 0: LLVM does not vectorize a range(lo, hi) loop.
-        z = target[lo:hi]   # 1-D: Inplace flattens the operands
+        # Unsigned indices (1-D operands: Inplace flattens them): Numba tests a signed index for
+        # wraparound, and that test keeps LLVM from vectorizing a range(lo, hi) loop.
+        z = target
+        first, last = np.uint64(lo), np.uint64(hi)
         if value.size == 1:
             constant = value[0]
-            for i in range(z.size):
+            for i in range(first, last):
                 z[i] = scalar(z[i], constant)
         else:
-            y = value[lo:hi]
-            for i in range(z.size):
-                z[i] = scalar(z[i], y[i])
+            for i in range(first, last):
+                z[i] = scalar(z[i], value[i])
 
     return Inplace(scalar.__name__.replace("_scalar", "_"), contiguous, strided)
 

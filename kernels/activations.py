@@ -17,8 +17,7 @@ from numba import njit
 from numba.core import types
 from numba.extending import intrinsic, overload, register_jitable
 
-from . import elementwise
-from .launch import RANK, array_type, flat, four_axis_blocks, writable
+from .launch import RANK, STAGED_BELOW, array_type, flat, four_axis_blocks, writable
 from .threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD, WORKERS, chunks, pool
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
@@ -61,14 +60,14 @@ class Parametric:
         params = tuple(float(value) for value in np.asarray(params, np.float64).reshape(-1))
         writable(out)
         if not (out.flags.c_contiguous and x.flags.c_contiguous and x.shape == out.shape):
-            if x.shape == out.shape:
-                # Through the copy kernel and the flat form, as launch.Elementwise.staged: the copy's
-                # strided form (one per dtype) serves every activation.
-                if not x.flags.c_contiguous:
-                    x = elementwise.copy(x, np.empty(x.shape, x.dtype))
+            if x.shape == out.shape or out.size < STAGED_BELOW:
+                # Through NumPy copies and the flat form, as launch.Elementwise.staged: no strided form
+                # compiled.
+                x = np.ascontiguousarray(np.broadcast_to(x, out.shape))
                 if out.flags.c_contiguous:
                     return self(x, out, params)
-                return elementwise.copy(self(x, np.empty(out.shape, out.dtype), params), out)
+                np.copyto(out, self(x, np.empty(out.shape, out.dtype), params))
+                return out
             strided = self.entry("strided", x, out, len(params))
             for block in four_axis_blocks((x, out)):
                 strided(block[0], params, block[1])
@@ -91,10 +90,9 @@ class Parametric:
 def parametric(scalar, threshold=PARALLEL_THRESHOLD):
     @njit(**JIT)
     def contiguous(a, params, out, lo, hi):
-        xs = a[lo:hi]       # 1-D: Parametric flattens the operands
-        zs = out[lo:hi]
-        for i in range(hi - lo):
-            zs[i] = scalar(xs[i], params)
+        # 1-D operands (Parametric flattens them), unsigned indices: see kernels/elementwise.py's unary.
+        for i in range(np.uint64(lo), np.uint64(hi)):
+            out[i] = scalar(a[i], params)
 
     @njit(**JIT)
     def strided(a, params, out):

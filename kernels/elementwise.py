@@ -29,7 +29,7 @@ from numba import njit
 from numba.core import types
 from numba.extending import intrinsic, register_jitable
 
-from .launch import Elementwise
+from .launch import Elementwise, Swapped
 from .threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
@@ -469,10 +469,10 @@ step = unary(step_scalar)
 gelu_derivative = unary(gelu_derivative_scalar, PARALLEL_THRESHOLD)
 eq = binary(eq_scalar)
 ne = binary(ne_scalar)
-lt = binary(lt_scalar)
-le = binary(le_scalar)
 gt = binary(gt_scalar)
 ge = binary(ge_scalar)
+lt = Swapped("lt_scalar", gt)   # x < y as y > x: one compiled kernel for both
+le = Swapped("le_scalar", ge)
 where = ternary(where_scalar)
 copy = unary(copy_scalar)
 CASTS = {
@@ -482,7 +482,8 @@ CASTS = {
     np.dtype(np.int64): unary(to_int64_scalar),
     np.dtype(np.bool_): unary(to_bool_scalar),
 }
-# Unary ops on strided operands: the copy's strided form and their flat form (launch.Elementwise.staged).
+# Unary ops on strided operands of the output's shape go through NumPy copies and their flat form at any
+# size (launch.Elementwise.staged).
 for _kernel in [k for k in vars().values() if isinstance(k, Elementwise) and k.arity == 1] + list(CASTS.values()):
-    _kernel.staging = copy if _kernel is not copy else None
+    _kernel.staging = _kernel is not copy
 del _kernel

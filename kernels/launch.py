@@ -103,8 +103,8 @@ class Elementwise:
         # Outputs of at least this many elements are computed in chunks on threads.
         self.threshold = threshold
         self.contiguous = _flat_caller(self.flat_form, arity)
-        # For unary ops but the copy itself: the copy kernel, through which strided operands go (staged).
-        self.staging = None
+        # Unary ops (but the copy itself) stage a strided operand of the output's shape at any size.
+        self.staging = False
 
     def strided(self, *arrays):
         if any(a.ndim != RANK for a in arrays):
@@ -116,16 +116,15 @@ class Elementwise:
         out = arrays[-1]
         writable(out)
         shape = out.shape
-        dtypes = tuple(a.dtype for a in arrays)
         if not out.flags.c_contiguous or not all(fits_contiguous(a, shape) for a in arrays[:-1]):
-            if self.staging is not None and arrays[0].shape == shape:
-                return self.staged(arrays[0], out)
-            strided = self.strided_form(dtypes)
+            if out.size < STAGED_BELOW or (self.staging and arrays[0].shape == shape):
+                return self.staged(arrays)
+            strided = self.strided_form(tuple(a.dtype for a in arrays))
             for block in four_axis_blocks(arrays):
                 strided(*block)
             return out
         size = out.size
-        contiguous = self.flat_form(dtypes)
+        contiguous = self.flat_form(tuple(a.dtype for a in arrays))
         operands = [flat(a) for a in arrays]
         if size < self.threshold or WORKERS == 1:
             contiguous(*operands, 0, size)
@@ -137,21 +136,52 @@ class Elementwise:
                 future.result()
         return out
 
-    def staged(self, a, out):
-        """A unary op on strided operands of one shape through the flat form and ``self.staging`` (the
-        copy kernel): the input copied into a C-contiguous buffer, the result into ``out``. One strided
-        kernel per dtype (the copy's) then serves every unary op, instead of one strided form per op
-        and dtype, each compiled on first use; the values are the same, computed by the same scalar
-        function. Costs a pass over memory more than the strided form."""
-        if not a.flags.c_contiguous:
-            a = self.staging(a, np.empty(a.shape, a.dtype))
+    def staged(self, arrays):
+        """Operands the flat form cannot read, through it: NumPy copies each such input into a
+        C-contiguous buffer (at the output's shape, if it broadcasts otherwise), the flat form computes,
+        and NumPy copies the result into a strided ``out``. The values are the same, computed by the
+        same scalar function, and no strided form is compiled: below STAGED_BELOW elements for every op
+        (and faster there: the strided launch costs more than the copies), at any size for unary ops
+        on operands of the output's shape (a pass over memory more than the strided form)."""
+        out = arrays[-1]
+        shape = out.shape
+        inputs = [a if fits_contiguous(a, shape) else np.ascontiguousarray(np.broadcast_to(a, shape))
+                  for a in arrays[:-1]]
         if out.flags.c_contiguous:
-            return self(a, out)
-        self.staging(self(a, np.empty(out.shape, out.dtype)), out)
+            return self(*inputs, out)
+        np.copyto(out, self(*inputs, np.empty(shape, out.dtype)))
         return out
 
     def __repr__(self):
         return f"<element-wise kernel {self.name}>"
+
+
+class Swapped(Elementwise):
+    """A comparison computed by another with its operands exchanged: ``lt(a, b, out)`` is
+    ``gt(b, a, out)``, ``le`` is ``ge`` (``x < y`` is ``y > x`` for every pair of values, NaN
+    included, and Numba converts both operands to one type either way). It shares the other kernel's
+    compiled forms, so a program using both compiles one kernel instead of two. ``name`` is the
+    op's own scalar function (fused groups generate code from it)."""
+
+    def __init__(self, name, kernel):
+        self.name, self.arity, self.kernel = name, 2, kernel
+        self.flat_form, self.strided_form = kernel.flat_form, kernel.strided_form
+        self.threshold = kernel.threshold
+        self.staging = False
+        entries, signatures = self.flat_form.entries, self.flat_form
+
+        def contiguous(a, b, out, lo, hi):
+            entry = entries.get((b.dtype, a.dtype, out.dtype)) or signatures((b.dtype, a.dtype, out.dtype))
+            if out.ndim != 1 or a.ndim != 1 or b.ndim != 1:
+                a, b, out = a.ravel(), b.ravel(), out.ravel()
+            entry(b, a, out, lo, hi)
+        self.contiguous = contiguous
+
+    def strided(self, a, b, out):
+        self.kernel.strided(b, a, out)
+
+    def __call__(self, a, b, out):
+        return self.kernel(b, a, out)
 
 
 def _flat_caller(signatures, arity):
@@ -180,6 +210,10 @@ def _flat_caller(signatures, arity):
 
 
 RANK = 4
+# Outputs below this many elements whose operands the flat form cannot read are staged (Elementwise.staged):
+# measured faster than the strided form up to 2**15 elements, slower from 2**16 (add of a transposed or
+# column-broadcast operand).
+STAGED_BELOW = 1 << 15
 
 
 def fits_contiguous(array, shape):

@@ -81,7 +81,8 @@ def child(path):
         op_seconds[case.op] += case.seconds
     failed = [row.op for row in rows if row.failed]
     record = {"seconds": time.perf_counter() - start, "failed": failed, "kernels": dict(recorder.kernels),
-              "compile_by_op": dict(recorder.by_op), "first_op": recorder.first_op, "op_seconds": dict(op_seconds), "cases": len(cases)}
+              "compile_by_op": dict(recorder.by_op), "first_op": recorder.first_op, "op_seconds": dict(op_seconds),
+              "cases": len(cases)}
     with open(path, "w", encoding="utf-8") as stream:
         json.dump(record, stream)
 

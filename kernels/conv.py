@@ -46,6 +46,25 @@ def block(rows, width):
 
 
 @njit(**JIT)
+def _product(a, b, out):
+    """out = a @ b (BLAS), every operand 2-D C-contiguous: the one product every kernel here calls, so
+    that Numba compiles np.dot once per dtype (each call site of it is a large specialization)."""
+    np.dot(a, b, out)
+
+
+@njit(**JIT)
+def _product_tn(a, b, out):
+    """out = a.T @ b (BLAS reads a transposed), a and b 2-D C-contiguous: the weight gradient's product."""
+    np.dot(a.T, b, out)
+
+
+@njit(**JIT)
+def _product_nt(a, b, out):
+    """out = a @ b.T, a and b 2-D C-contiguous: the weight gradient's product for shallow patches."""
+    np.dot(a, b.T, out)
+
+
+@njit(**JIT)
 def _span(size, start, step, count):
     """(lo, hi): the indices t in [0, count) with 0 <= start + t * step < size are lo <= t < hi."""
     lo = 0 if start >= 0 else min(count, (-start + step - 1) // step)
@@ -221,7 +240,8 @@ def conv_forward(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, out):
                 m = min(step, batch - n0)
                 col = np.empty((depth, m * positions), x.dtype)
                 im2col(x, n0, m, g * cg, cg, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col)
-                result = np.dot(wg, col)
+                result = np.empty((og, m * positions), x.dtype)
+                _product(wg, col, result)
                 for o in range(og):
                     add = bias[g * og + o] if has_bias else 0
                     for b in range(m):
@@ -245,7 +265,7 @@ def conv_forward(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, out):
             size = block(m * positions, depth * og)
             for s in range(0, m * positions, size):
                 e = min(s + size, m * positions)
-                np.dot(rows[s:e], wt, result[s:e])
+                _product(rows[s:e], wt, result[s:e])
             for b in range(m):
                 for o in range(og):
                     add = bias[g * og + o] if has_bias else 0
@@ -282,7 +302,7 @@ def conv_backward_input(gy, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, o
             size = block(m * positions, depth * og)
             for s in range(0, m * positions, size):
                 e = min(s + size, m * positions)
-                np.dot(g2[s:e], wg, rows[s:e])
+                _product(g2[s:e], wg, rows[s:e])
             xc = np.zeros((m, height * width, cg), out.dtype)
             row2im(rows, width, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, xc)
             for b in range(m):
@@ -296,9 +316,9 @@ def conv_backward_input(gy, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, o
 
 @njit(**JIT)
 def conv_backward_weight(x, gy, sh, sw, ph, pw, dh, dw, groups, out):
-    """out (O, C/groups, kh, kw) = conv2d's weight gradient: per group and chunk, gy_g.T (O/g, positions) @
-    im2row(x) in blocks of positions (each block's product added to the group's total), or gy_g @ im2col(x).T
-    for shallow patches."""
+    """out (O, C/groups, kh, kw) = conv2d's weight gradient, per group and chunk of the batch: gy_g (O/g,
+    positions) @ im2row(x) in blocks of positions (gy's positions as rows, read transposed; each block's
+    product added to the group's total), or for shallow patches gy_g @ im2col(x).T."""
     batch, channels, height, width = x.shape
     outs, cg, kh, kw = out.shape
     oh, ow = gy.shape[2], gy.shape[3]
@@ -309,18 +329,24 @@ def conv_backward_weight(x, gy, sh, sw, ph, pw, dh, dw, groups, out):
     gy3 = gy.reshape(batch, outs, positions)
     out2 = out.reshape(outs, depth)
     out2[:, :] = 0
-    total = np.zeros((og, depth), out.dtype)
     step = chunk(batch, positions)
+    size = block(step * positions, depth * og)
+    total = np.zeros((og, depth), out.dtype)
+    product = np.empty((og, depth), out.dtype)
+    shallow = depth < SHALLOW
     for g in range(groups):
         total[:, :] = 0
         for n0 in range(0, batch, step):
             m = min(step, batch - n0)
-            if depth < SHALLOW:
+            if shallow:     # im2col's runs along the width beat im2row's runs of kw * cg entries
                 buffer = np.empty((og, m * positions), x.dtype)
                 _gather(gy3, n0, m, g * og, og, buffer)
                 col = np.empty((depth, m * positions), x.dtype)
                 im2col(x, n0, m, g * cg, cg, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col)
-                out2[g * og:(g + 1) * og] += np.dot(buffer, col.T)
+                _product_nt(buffer, col, product)
+                for o in range(og):
+                    for d in range(depth):
+                        out2[g * og + o, d] += product[o, d]
                 continue
             xc = np.empty((m, height * width, cg), x.dtype)
             _channels_last(x3, n0, m, g * cg, cg, xc)
@@ -329,11 +355,11 @@ def conv_backward_weight(x, gy, sh, sw, ph, pw, dh, dw, groups, out):
             gc = np.empty((m, positions, og), gy.dtype)
             _channels_last(gy3, n0, m, g * og, og, gc)
             g2 = gc.reshape(m * positions, og)
-            size = block(m * positions, depth * og)
             for s in range(0, m * positions, size):
                 e = min(s + size, m * positions)
-                total += np.dot(g2[s:e].T, rows[s:e])
-        if depth < SHALLOW:
+                _product_tn(g2[s:e], rows[s:e], product)
+                total += product
+        if shallow:
             continue
         for o in range(og):
             for c in range(cg):
@@ -348,7 +374,8 @@ def channel_sums(y3, out):
     outer, channels, inner = y3.shape
     acc = np.empty(inner)
     for c in range(channels):
-        acc[:] = 0.0
+        for p in range(inner):
+            acc[p] = 0.0
         for n in range(outer):
             row = y3[n, c]
             for p in range(inner):

@@ -13,33 +13,35 @@ JIT = dict(cache=True, nogil=True, error_model="numpy")
 
 
 @njit(**JIT)
-def _column_total(x, c, shift, square, acc):
-    """The sum over (outer, inner) of x[:, c, :] - shift (squared with ``square``), in float64: the rows
-    are added column by column into ``acc`` (inner,) first, an element-wise loop that vectorizes where
-    a running scalar sum, without fastmath, would not; then acc's entries are summed."""
-    outer, inner = x.shape[0], x.shape[2]
-    acc[:] = 0.0
-    for o in range(outer):
-        row = x[o, c]
-        for k in range(inner):
-            d = row[k] - shift
-            acc[k] += d * d if square else d
-    total = 0.0
-    for k in range(inner):
-        total += acc[k]
-    return total
-
-
-@njit(**JIT)
 def channel_moments(x, mean, var):
-    """Per channel (middle axis): ``mean`` and the biased variance ``var`` (float64), NaN when empty."""
+    """Per channel (middle axis): ``mean`` and the biased variance ``var`` (float64), NaN when empty. Each
+    sum adds the rows column by column into ``acc`` (inner,) first, an element-wise loop that vectorizes
+    where a running scalar sum, without fastmath, would not; then acc's entries are summed."""
     outer, channels, inner = x.shape
     count = outer * inner
     acc = np.empty(inner)
     for c in range(channels):
-        m = _column_total(x, c, 0.0, False, acc) / count if count > 0 else np.nan
+        for k in range(inner):
+            acc[k] = 0.0
+        for o in range(outer):
+            row = x[o, c]
+            for k in range(inner):
+                acc[k] += row[k]
+        total = 0.0
+        for k in range(inner):
+            total += acc[k]
+            acc[k] = 0.0
+        m = total / count if count > 0 else np.nan
+        for o in range(outer):
+            row = x[o, c]
+            for k in range(inner):
+                d = row[k] - m
+                acc[k] += d * d
+        squares = 0.0
+        for k in range(inner):
+            squares += acc[k]
         mean[c] = m
-        var[c] = _column_total(x, c, m, True, acc) / count if count > 0 else np.nan
+        var[c] = squares / count if count > 0 else np.nan
 
 
 @njit(**JIT)
@@ -96,14 +98,15 @@ def channel_affine(x, scale, shift, out):
 @njit(**JIT)
 def channel_grad_sums(x, g, mean, invstd, sum_g, sum_gxhat):
     """Per channel: ``sum_g = sum(g)`` and ``sum_gxhat = sum(g * (x - mean) * invstd)`` (float64; columns
-    first, as _column_total)."""
+    first, as channel_moments)."""
     outer, channels, inner = x.shape
     acc_g = np.empty(inner)
     acc_gx = np.empty(inner)
     for c in range(channels):
         m = mean[c]
-        acc_g[:] = 0.0
-        acc_gx[:] = 0.0
+        for k in range(inner):
+            acc_g[k] = 0.0
+            acc_gx[k] = 0.0
         for o in range(outer):
             xs = x[o, c]
             gs = g[o, c]

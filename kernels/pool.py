@@ -165,13 +165,15 @@ def max_pool_grad(x, grad, out, kh, kw, sh, sw, ph, pw):
         _max_pool_grad_2x2(x, grad, out)
         return
     out[:, :, :, :] = 0
-    _route(x, grad, out, kh, kw, sh, sw, ph, pw, True)
+    _route(x, grad, out, kh, kw, sh, sw, ph, pw, kh > 0)    # True, typed bool: see max_pool_select
 
 
 @njit(**JIT)
 def max_pool_select(x, values, out, kh, kw, sh, sw, ph, pw):
     """out (the pool's shape) = values (x's shape) at each window's argmax in x."""
-    _route(x, values, out, kh, kw, sh, sw, ph, pw, False)
+    # False, but computed: a literal True or False would compile _route once for each (Numba types a
+    # constant argument as a literal), where a bool compiles it once for both callers.
+    _route(x, values, out, kh, kw, sh, sw, ph, pw, kh < 0)
 
 
 @njit(**JIT)

@@ -6,6 +6,7 @@ from hypothesis.extra import numpy as hnp
 
 from graphview_kernels import activations, elementwise, inplace
 from graphview_kernels import reduce as reduce_kernels
+from graphview_kernels.launch import STAGED_BELOW, Swapped
 
 
 def ulps(result, reference):
@@ -68,6 +69,73 @@ def test_large_outputs_split_on_rows_of_a_repeating_operand():
     np.testing.assert_array_equal(out, big + row)
     elementwise.exp(row[:7], out[:1, :7].reshape(7))
     np.testing.assert_allclose(out[0, :7], np.exp(row[:7]), rtol=1e-15)
+
+
+def test_lt_and_le_are_gt_and_ge_with_the_operands_exchanged():
+    x = np.array([1.0, np.nan, 2.0, -0.0, np.inf, 3.0, -np.inf, np.nan])
+    y = np.array([2.0, 1.0, np.nan, 0.0, np.inf, 3.0, 5.0, np.nan])
+    for kernel, reference in ((elementwise.lt, np.less), (elementwise.le, np.less_equal)):
+        for a, b in ((x, y), (y, x), (x, y[:1]), (x[2:3], y), (x.reshape(2, 4), y[:4]), (x[:4], y.reshape(2, 4))):
+            out = np.empty(np.broadcast_shapes(a.shape, b.shape), bool)
+            kernel(a, b, out)
+            np.testing.assert_array_equal(out, reference(a, b))
+            kernel.contiguous(a, b, out, 0, out.size)   # the executor's call
+            np.testing.assert_array_equal(out, reference(a, b))
+    # One compiled kernel for both: the forms are gt's and ge's.
+    assert elementwise.lt.flat_form is elementwise.gt.flat_form and elementwise.le.flat_form is elementwise.ge.flat_form
+    assert elementwise.lt.name == "lt_scalar"   # fused groups generate code from the op's own scalar
+
+
+def _no_strided_form(*args):
+    raise AssertionError("a strided form was compiled or called")
+
+
+def _contiguous_pow(a, b):
+    """pow on C-contiguous copies of the operands at the output's shape (Numba's pow is not NumPy's to the ulp)."""
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    out = np.empty(shape)
+    elementwise.pow(*(np.ascontiguousarray(np.broadcast_to(v, shape)) for v in (a, b)), out)
+    return out
+
+
+@pytest.mark.parametrize("kernel, reference", [(elementwise.sub, np.subtract), (elementwise.lt, np.less),
+                                               (elementwise.maximum, np.maximum), (elementwise.pow, _contiguous_pow)])
+@pytest.mark.parametrize("n", [5, 200])
+def test_operands_the_flat_form_cannot_read_give_numpy_values_small_ones_without_a_strided_form(
+        kernel, reference, n, monkeypatch):
+    # (n, n) outputs: 25 elements are staged through NumPy copies and the flat form (no strided form
+    # compiled); 40,000 (above launch.STAGED_BELOW) go through the strided form.
+    r = np.random.default_rng(4)
+    column = r.uniform(0.5, 2.0, size=(n, 1))
+    transposed = r.uniform(0.5, 2.0, size=(n, n)).T
+    if n * n < STAGED_BELOW:
+        target = kernel.kernel if isinstance(kernel, Swapped) else kernel
+        monkeypatch.setattr(target, "strided_form", _no_strided_form)
+    dtype = bool if kernel is elementwise.lt else np.float64
+    for a, b in ((column, transposed), (transposed, column), (transposed, transposed.T)):
+        out = np.empty((n, n), dtype)
+        kernel(a, b, out)
+        np.testing.assert_array_equal(out, reference(a, b))
+        strided_out = np.zeros((n, 2 * n), dtype)[:, ::2]
+        kernel(a, b, strided_out)
+        np.testing.assert_array_equal(strided_out, reference(a, b))
+
+
+def test_unary_ops_and_activations_on_views_give_the_contiguous_values():
+    x = np.random.default_rng(5).normal(size=(300, 200)).T   # 60,000 elements: staged at any size
+    for kernel, dtype in ((elementwise.exp, np.float64), (elementwise.tanh, np.float64),
+                          (elementwise.CASTS[np.dtype(np.float32)], np.float32)):
+        out, expected = np.empty((200, 300), dtype), np.empty((200, 300), dtype)
+        kernel(np.ascontiguousarray(x), expected)
+        kernel(x, out)
+        np.testing.assert_array_equal(out, expected)
+    out, expected = np.empty((300, 200)).T, np.empty((200, 300))
+    activations.elu(np.ascontiguousarray(x), expected, (0.5,))
+    activations.elu(x, out, (0.5,))
+    np.testing.assert_array_equal(out, expected)
+    small = np.empty((4, 3))
+    activations.elu(x[:4, :1], small, (0.5,))   # a broadcast input, staged below STAGED_BELOW
+    np.testing.assert_array_equal(small, np.broadcast_to(expected[:4, :1], (4, 3)))
 
 
 @pytest.mark.parametrize("size", [10, 3_000_000])

@@ -29,13 +29,13 @@ from numba import njit
 from numba.core import types
 from numba.extending import intrinsic, register_jitable
 
-from .launch import Elementwise, Swapped
+from .launch import Copying, Elementwise, Swapped
 from .threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 
 
-def unary(scalar, threshold=STREAMING_THRESHOLD):
+def unary(scalar, threshold=STREAMING_THRESHOLD, kind=Elementwise):
     @njit(**JIT)
     def contiguous(a, out, lo, hi):
         x, z = a, out
@@ -67,7 +67,7 @@ def unary(scalar, threshold=STREAMING_THRESHOLD):
                     for m in range(out.shape[3]):
                         out[i, j, k, m] = scalar(a[i, j, k, m])
 
-    return Elementwise(scalar.__name__, contiguous, strided, threshold, 1)
+    return kind(scalar.__name__, contiguous, strided, threshold, 1)
 
 
 def binary(scalar, threshold=STREAMING_THRESHOLD):
@@ -474,13 +474,15 @@ ge = binary(ge_scalar)
 lt = Swapped("lt_scalar", gt)   # x < y as y > x: one compiled kernel for both
 le = Swapped("le_scalar", ge)
 where = ternary(where_scalar)
-copy = unary(copy_scalar)
+# Copies and casts NumPy makes safely (the same dtype, or a wider one) use np.copyto below the threshold
+# (launch.Copying): no kernel is compiled per pair of dtypes for them.
+copy = unary(copy_scalar, kind=Copying)
 CASTS = {
-    np.dtype(np.float32): unary(to_float32_scalar),
-    np.dtype(np.float64): unary(to_float64_scalar),
-    np.dtype(np.int32): unary(to_int32_scalar),
-    np.dtype(np.int64): unary(to_int64_scalar),
-    np.dtype(np.bool_): unary(to_bool_scalar),
+    np.dtype(np.float32): unary(to_float32_scalar, kind=Copying),
+    np.dtype(np.float64): unary(to_float64_scalar, kind=Copying),
+    np.dtype(np.int32): unary(to_int32_scalar, kind=Copying),
+    np.dtype(np.int64): unary(to_int64_scalar, kind=Copying),
+    np.dtype(np.bool_): unary(to_bool_scalar, kind=Copying),
 }
 # Unary ops on strided operands of the output's shape go through NumPy copies and their flat form at any
 # size (launch.Elementwise.staged).

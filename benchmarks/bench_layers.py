@@ -18,7 +18,10 @@
 Everything runs on one thread: OPENBLAS_NUM_THREADS (and the other BLAS variables) are set before
 NumPy loads, Numba's threads are set to 1 and so are PyTorch's. Each figure is the best, over
 ``--repeats`` tries, of the mean time of ``--steps`` calls, the candidates taking turns try by try;
-ratios are NumPy's or PyTorch's time over graphview's (above 1: graphview is faster).
+ratios are NumPy's or PyTorch's time over graphview's (above 1: graphview is faster). ``--clock cpu``
+times the calling thread's CPU time (``time.thread_time``) instead of the wall clock: on a shared
+machine it leaves out the time the thread waits for a core, and as every candidate computes on the
+calling thread (PyTorch's autograd runs a CPU-only backward there too) it is as fair.
 ``--profile`` adds graphview's step time per op (a ProfilingListener; the listener adds a little time).
 """
 import os
@@ -28,6 +31,7 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", 
 
 import argparse  # noqa: E402  (the thread variables must be set before NumPy loads)
 import sys  # noqa: E402
+import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -42,25 +46,21 @@ CONVS = [(1, 16), (16, 32), (32, 32)]          # (in, out) channels, 3x3, paddin
 SIZES = [8, 8, 4]                               # input height = width of each convolution
 
 
-def best(function, repeats, steps):
-    """The best mean seconds per call of one function (see :func:`best_of`)."""
-    return best_of([function], repeats, steps)[0]
-
-
-def best_of(functions, repeats, steps):
+def best_of(functions, repeats, steps, clock=None):
     """The best mean seconds per call of each function, over ``repeats`` tries of ``steps`` calls (after
-    two warm-up calls). The functions take turns, one try each, so a busy machine slows them alike."""
-    import time
+    two warm-up calls), timed by ``clock`` (the wall clock by default). The functions take turns, one try
+    each, so a busy machine slows them alike."""
+    clock = clock or time.perf_counter
     for function in functions:
         function()
         function()
     results = [float("inf")] * len(functions)
     for _ in range(repeats):
         for i, function in enumerate(functions):
-            start = time.perf_counter()
+            start = clock()
             for _ in range(steps):
                 function()
-            results[i] = min(results[i], (time.perf_counter() - start) / steps)
+            results[i] = min(results[i], (clock() - start) / steps)
     return results
 
 
@@ -87,7 +87,7 @@ def numpy_conv(x, w):
     return out.reshape(n, h, width, -1).transpose(0, 3, 1, 2)
 
 
-def conv_figures(repeats, steps):
+def conv_figures(repeats, steps, clock=None):
     import graphview as gv
     from graphview import registry
     torch = optional("torch")
@@ -112,7 +112,7 @@ def conv_figures(repeats, steps):
                 with torch.no_grad():
                     return torch.nn.functional.conv2d(xt, wt, padding=1)
             candidates.append(torch_conv)
-        kernel, graph, numpy_time, *torch_time = best_of(candidates, repeats, steps)
+        kernel, graph, numpy_time, *torch_time = best_of(candidates, repeats, steps, clock)
         row = [f"{cin}->{cout} on {size}x{size}", f"{kernel * 1e3:.3f}", f"{graph * 1e3:.3f}", f"{numpy_time * 1e3:.3f}",
                f"{numpy_time / kernel:.2f}x"]
         if torch_time:
@@ -170,13 +170,13 @@ def torch_step(torch):
     return step
 
 
-def step_figures(repeats, steps):
+def step_figures(repeats, steps, clock=None):
     from graphview import registry
     torch = optional("torch")
     if "max_pool2d" not in registry.ops():
         return "digits CNN step: skipped, g.nn.max_pool2d is not registered (graphview/ops/pool.py)"
     candidates = [graphview_step()] + ([torch_step(torch)] if torch is not None else [])
-    ours, *theirs = best_of(candidates, repeats, steps)
+    ours, *theirs = best_of(candidates, repeats, steps, clock)
     rows = [["graphview (GradientStep + SGD)", f"{ours * 1e3:.2f}", "1.00x"]]
     if theirs:
         rows.append(["PyTorch eager (autograd + optim.SGD)", f"{theirs[0] * 1e3:.2f}", f"{theirs[0] / ours:.2f}x"])
@@ -238,12 +238,12 @@ def torch_fit_epoch(torch, x, y, batch=64):
     return epoch
 
 
-def fit_figures(repeats, count):
+def fit_figures(repeats, count, clock=None):
     """ms per step of ``g.fit`` on the example's CNN and of PyTorch's loop, over ``count`` batches of 64."""
     torch = optional("torch")
     x, y = digits_batches(count)
     candidates = [graphview_fit_epoch(x, y)] + ([torch_fit_epoch(torch, x, y)] if torch is not None else [])
-    ours, *theirs = (seconds / count for seconds in best_of(candidates, repeats, 1))
+    ours, *theirs = (seconds / count for seconds in best_of(candidates, repeats, 1, clock))
     rows = [["graphview g.fit (Adam)", f"{ours * 1e3:.2f}", "1.00x"]]
     if theirs:
         rows.append(["PyTorch eager loop (Adam)", f"{theirs[0] * 1e3:.2f}", f"{theirs[0] / ours:.2f}x"])
@@ -258,17 +258,21 @@ def main(argv=None):
     parser.add_argument("--fit-batches", type=int, default=22,
                         help="batches of 64 per timed epoch in section 3 (22: the digits training set)")
     parser.add_argument("--profile", action="store_true", help="also print the time per op of graphview's CNN step")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="time the wall clock or the calling thread's CPU time (less noisy on a shared machine)")
     args = parser.parse_args(argv)
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+    print(f"clock: {args.clock}; load average {os.getloadavg()[0]:.2f}")
     import numba
     numba.set_num_threads(1)
     torch = optional("torch")
     if torch is not None:
         torch.set_num_threads(1)
-    print(conv_figures(args.repeats, args.steps))
+    print(conv_figures(args.repeats, args.steps, clock))
     print()
-    print(step_figures(args.repeats, args.steps))
+    print(step_figures(args.repeats, args.steps, clock))
     print()
-    print(fit_figures(args.repeats, args.fit_batches))
+    print(fit_figures(args.repeats, args.fit_batches, clock))
     if args.profile:
         print()
         print(profile_figures(args.steps * 5))

@@ -5,7 +5,9 @@ axis of 1) and checks the sizes: every window holds at least one element of the 
 at most half the kernel, as PyTorch requires), and out has the output size the attributes give.
 Max pooling takes the first maximum of a window in row-major order, or its last NaN, as PyTorch's
 CPU kernels do; the gradient kernels find the same element again (no index array is stored).
-Sums accumulate in float64.
+Sums accumulate in float64. :func:`max_pool_2x2` and :func:`max_pool_grad_2x2` (2x2 windows at
+stride 2 without padding, the common case) are also called on their own with C-contiguous arrays,
+where they run up to twice as fast as typed for any strides.
 """
 import numpy as np
 from numba import njit
@@ -33,7 +35,7 @@ def _pairs(x, kh, kw, sh, sw, ph, pw):
 
 
 @njit(**JIT)
-def _max_pool_2x2(x, out):
+def max_pool_2x2(x, out):
     """max_pool for 2x2 windows at stride 2, no padding: the four entries compared without branches
     (first maximum in row-major order, NaN if the window holds one)."""
     batch, channels, oh, ow = out.shape
@@ -53,7 +55,7 @@ def _max_pool_2x2(x, out):
 
 
 @njit(**JIT)
-def _max_pool_grad_2x2(x, grad, out):
+def max_pool_grad_2x2(x, grad, out):
     """max_pool_grad for 2x2 windows at stride 2, no padding: each window's four entries of out are
     zeroed and grad written at its first maximum (its last NaN if it holds one), so out needs no
     zeroing pass but for the rows and columns no window covers."""
@@ -95,7 +97,7 @@ def _max_pool_grad_2x2(x, grad, out):
 def max_pool(x, out, kh, kw, sh, sw, ph, pw):
     """out[b, c, i, j] = the maximum of x over the window at (i * sh - ph, j * sw - pw), NaN if it holds one."""
     if _pairs(x, kh, kw, sh, sw, ph, pw) and 2 * out.shape[2] <= x.shape[2] and 2 * out.shape[3] <= x.shape[3]:
-        _max_pool_2x2(x, out)
+        max_pool_2x2(x, out)
         return
     batch, channels, oh, ow = out.shape
     height, width = x.shape[2], x.shape[3]
@@ -162,7 +164,7 @@ def _route(x, values, out, kh, kw, sh, sw, ph, pw, scatter):
 def max_pool_grad(x, grad, out, kh, kw, sh, sw, ph, pw):
     """out (x's shape) = grad added at each window's argmax in x, zero elsewhere."""
     if _pairs(x, kh, kw, sh, sw, ph, pw) and 2 * grad.shape[2] <= x.shape[2] and 2 * grad.shape[3] <= x.shape[3]:
-        _max_pool_grad_2x2(x, grad, out)
+        max_pool_grad_2x2(x, grad, out)
         return
     out[:, :, :, :] = 0
     _route(x, grad, out, kh, kw, sh, sw, ph, pw, kh > 0)    # True, typed bool: see max_pool_select

@@ -353,3 +353,20 @@ def test_max_pool_gradient_goes_to_the_first_of_tied_maxima_as_torch():
     got = _graph_gradients(lambda g, v: g.nn.max_pool2d(v, 2), x, weights)
     np.testing.assert_array_equal(got, expected)
     assert np.count_nonzero(got) == weights.size
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_2x2_max_pool_on_contiguous_and_strided_input_matches_torch(dtype, contiguous):
+    """2x2 windows at stride 2: C-contiguous input takes the kernels typed 'C', a strided one those typed
+    for any strides; odd sizes leave a row and a column no window covers (gradient 0 there)."""
+    x = _rng(17).normal(size=(2, 3, 5, 7)).astype(dtype)
+    data = x if contiguous else np.ascontiguousarray(x.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)
+    assert data.flags.c_contiguous == contiguous
+    np.testing.assert_array_equal(_run(lambda g, v: g.nn.max_pool2d(v, 2), data),
+                                  F.max_pool2d(torch.tensor(x), 2).numpy())
+    weights = _rng(18).normal(size=(2, 3, 2, 3)).astype(dtype)
+    expected = _torch_gradients(lambda t: F.max_pool2d(t, 2), x, weights)
+    got = _graph_gradients(lambda g, v: g.nn.max_pool2d(v, 2), data, weights)
+    np.testing.assert_array_equal(got, expected)
+    assert not got[:, :, 4].any() and not got[:, :, :, 6].any()

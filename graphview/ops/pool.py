@@ -28,7 +28,7 @@ from graphview.registry import defop, graph_of, public
 from graphview.shapes import format_shape
 from graphview.testing import Sample, strided, transposed
 from graphview_kernels import pool as kernels
-from graphview_kernels.launch import AnyLayout
+from graphview_kernels.launch import AnyLayout, Signatures, writable
 
 GLOBAL_LAYOUTS = spatial.LAYOUTS[1] + spatial.LAYOUTS[2]
 
@@ -102,6 +102,18 @@ AVG_POOL = AnyLayout(kernels.avg_pool, writes=(1,))
 MAX_POOL_GRAD = AnyLayout(kernels.max_pool_grad, writes=(2,))
 MAX_POOL_SELECT = AnyLayout(kernels.max_pool_select, writes=(2,))
 AVG_POOL_GRAD = AnyLayout(kernels.avg_pool_grad, writes=(1,))
+# 2x2 windows at stride 2, no padding, C-contiguous channels-first arrays (a CNN's pooling): kernels typed
+# 'C', which vectorize (forward 2x, gradient 1.1-1.3x faster than 'A'); one more signature per dtype each.
+MAX_POOL_2X2 = Signatures(kernels.max_pool_2x2, 4, "C")
+MAX_POOL_GRAD_2X2 = Signatures(kernels.max_pool_grad_2x2, 4, "C")
+PAIRS = ((2, 2), (2, 2), ((0, 0), (0, 0)))
+
+
+def _contiguous_pairs(arrays, kernel_size, stride, padding, layout):
+    """Whether the C-typed 2x2 kernels take these arrays: 2-D channels-first, 2x2 windows at stride 2,
+    no padding, every array C-contiguous and of one dtype."""
+    return (layout == "bchw" and (tuple(kernel_size), tuple(stride), tuple(padding)) == PAIRS
+            and all(a.flags.c_contiguous and a.dtype == arrays[0].dtype for a in arrays))
 
 
 def _bchw(array, layout, rank):
@@ -118,7 +130,12 @@ def _window(kernel_size, stride, padding):
 
 def _max_kernel(rank):
     def launch(x, out, *, kernel_size, stride, padding, layout=spatial.LAYOUTS[rank][0]):
-        if out.size:
+        if not out.size:
+            return
+        if _contiguous_pairs((x, out), kernel_size, stride, padding, layout):
+            writable(out)
+            MAX_POOL_2X2((x.dtype, out.dtype))(x, out)
+        else:
             MAX_POOL(_bchw(x, layout, rank), _bchw(out, layout, rank), *_window(kernel_size, stride, padding))
     return launch
 
@@ -133,7 +150,12 @@ def _avg_kernel(rank):
 
 def _max_grad_kernel(rank):
     def launch(x, grad, out, *, kernel_size, stride, padding, layout=spatial.LAYOUTS[rank][0]):
-        if out.size:
+        if not out.size:
+            return
+        if _contiguous_pairs((x, grad, out), kernel_size, stride, padding, layout):
+            writable(out)
+            MAX_POOL_GRAD_2X2((x.dtype, grad.dtype, out.dtype))(x, grad, out)
+        else:
             MAX_POOL_GRAD(_bchw(x, layout, rank), _bchw(grad, layout, rank), _bchw(out, layout, rank),
                           *_window(kernel_size, stride, padding))
     return launch

@@ -26,6 +26,7 @@ from numba import njit
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 
 COLUMNS = 512     # about this many columns of col per chunk of the batch
+IMAGE_ROWS = 32    # conv_backward_input takes one product per image from this many positions per image
 SMALL = 1_000_000  # OpenBLAS (x86-64) takes its small-matrix path for sgemm/dgemm of M * N * K <= 100**3
 SHALLOW = 32       # below this many entries per patch (cg * kh * kw), conv_forward uses im2col, else im2row
 
@@ -278,8 +279,9 @@ def conv_forward(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, out):
 def conv_backward_input(gy, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, out):
     """out = the adjoint of conv2d(., w) applied to gy (+ bias per channel of out): conv2d's input
     gradient and conv_transpose2d. gy (N, O, OH, OW), w (O, C/groups, kh, kw), out (N, C, H, W).
-    Per group and chunk: gy's positions as rows (channels innermost) @ w_g (one tall product), then
-    row2im adds the patches back into a channels-last buffer, copied to out."""
+    Per group and chunk: gy's positions as rows (channels innermost) @ w_g (per image, gy's plane read
+    transposed; for small images, gathered channels-last first and in blocks of rows), then row2im adds
+    the patches back into a channels-last buffer, copied to out."""
     batch, channels, height, width = out.shape
     outs, cg, kh, kw = w.shape
     oh, ow = gy.shape[2], gy.shape[3]
@@ -295,14 +297,18 @@ def conv_backward_input(gy, w, bias, has_bias, sh, sw, ph, pw, dh, dw, groups, o
         wg = np.ascontiguousarray(_taps_last(w2[g * og:(g + 1) * og], og, cg, kh, kw).T)
         for n0 in range(0, batch, step):
             m = min(step, batch - n0)
-            gc = np.empty((m, positions, og), gy.dtype)
-            _channels_last(gy3, n0, m, g * og, og, gc)
-            g2 = gc.reshape(m * positions, og)
             rows = all_rows[:m * positions]
-            size = block(m * positions, depth * og)
-            for s in range(0, m * positions, size):
-                e = min(s + size, m * positions)
-                _product(g2[s:e], wg, rows[s:e])
+            if positions >= IMAGE_ROWS:     # one product per image, gy's (og, positions) plane read transposed
+                for b in range(m):
+                    _product_tn(gy3[n0 + b, g * og:(g + 1) * og], wg, rows[b * positions:(b + 1) * positions])
+            else:
+                gc = np.empty((m, positions, og), gy.dtype)
+                _channels_last(gy3, n0, m, g * og, og, gc)
+                g2 = gc.reshape(m * positions, og)
+                size = block(m * positions, depth * og)
+                for s in range(0, m * positions, size):
+                    e = min(s + size, m * positions)
+                    _product(g2[s:e], wg, rows[s:e])
             xc = np.zeros((m, height * width, cg), out.dtype)
             row2im(rows, width, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, xc)
             for b in range(m):

@@ -168,6 +168,10 @@ class GraphCore:
     def _scoped(self, name):
         return "/".join(self._scopes + [name])
 
+    def scope(self):
+        """The current name scope path ("" outside any): names created now go under it."""
+        return "/".join(self._scopes)
+
     def new_name(self, name, default):
         """``name`` in the current scope (refused if taken), or a fresh numbered name from ``default``."""
         with self.lock:

@@ -437,3 +437,15 @@ def test_a_second_derivative_through_layer_norm_is_refused_not_silently_wrong():
     d.graph.set_loss(d.graph.math.sum(d.graph.math.square(d.gradients["x"])))
     with pytest.raises(gv.GraphviewError, match="cannot differentiate through layer_norm_grad"):
         d.graph.calculate_gradients({}, ["w"])
+
+
+def test_batch_norms_whose_names_end_alike_each_get_their_state_updates():
+    # ONNX exports name outputs "/<module>/BatchNormalization_output_0": the helpers' names must not collide.
+    g = gv.Graph()
+    x = g.placeholder("x", (None, 3))
+    for i in range(2):
+        stats = [g.var(f"/m{i}/{s}", np.full(3, v), trainable=False) for s, v in (("mean", 0.0), ("var", 1.0))]
+        x = g.nn.batch_norm(x, g.var(f"/m{i}/g", np.ones(3)), g.var(f"/m{i}/b", np.zeros(3)), *stats,
+                            name=f"/m{i}/BatchNormalization_output_0")
+    assert sorted(g.state_updates) == ["/m0/mean", "/m0/var", "/m1/mean", "/m1/var"]
+    assert g.state_updates["/m1/var"] == "/m1/BatchNormalization_output_0_update_running_var"

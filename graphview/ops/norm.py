@@ -346,7 +346,8 @@ def batch_norm(x, gamma, beta, running_mean, running_var, axis=1, momentum=0.1, 
     masks = length_masks(x, axis)
     out = batch_norm_op(x, gamma, beta, running_mean, running_var, *masks, name=name, axis=axis, eps=eps)
     if updated:
-        base = out.name.rsplit("/", 1)[-1]     # the scope is added again when the names are made
+        scope = graph.scope()                  # added again when the names are made
+        base = out.name[len(scope) + 1:] if scope and out.name.startswith(scope + "/") else out.name
         moments = batch_norm_moments(x, *masks, name=f"{base}_moments", axis=axis)
         for row, (label, stat) in enumerate(stats.items()):
             if label in updated:

@@ -119,7 +119,9 @@ def _permute_samples():
             Sample((x,), {"perm": None}, label="reverse")]
 
 
-permute_op = _view_op("permute", _permute_shape, lambda x, perm=None: x.transpose(normalize_permutation(x.ndim, perm)),
+# The Perm attribute checked perm against the input's axes when the node was built: the kernel trusts it
+# (NumPy's transpose takes None and negative axes as they are).
+permute_op = _view_op("permute", _permute_shape, lambda x, perm=None: x.transpose(perm),
                       _permute_samples, lambda x, perm=None: np.transpose(x, perm),
                       "x with its axes reordered by perm (a view).", attrs={"perm": attributes.Perm()})
 

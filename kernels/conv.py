@@ -8,14 +8,17 @@ NumPy's, while ``w_g @ col`` (positions as columns) ran 30-50% slower through Nu
 through in chunks of about ``COLUMNS`` positions, so that the patches stay in the L2 cache, and each
 chunk's product through blocks of rows small enough (``M * N * K`` at most ``SMALL``) for OpenBLAS's
 small-matrix kernels, which skip packing the operands: at the digits CNN's shapes (K = 144 or 288,
-N = 32) they ran 30-50% faster than one product per chunk, as fast as MKL's.
+N = 32) they ran 30-50% faster than one product per chunk, as fast as MKL's. Every product goes
+through :func:`_product`, :func:`_product_tn` or :func:`_product_nt`, so that Numba specializes
+``np.dot`` (a large piece of code) three times per dtype rather than once per call site.
 
 - :func:`conv_forward` is the convolution (cross-correlation, as PyTorch's conv2d); patches of
   fewer than ``SHALLOW`` entries (a 3x3 kernel over 1-3 channels) take im2col and ``w_g @ col``,
   as im2row's runs of cg entries would be too short;
 - :func:`conv_backward_input` is its adjoint: ``rows = gy_rows @ w_g`` then row2im (summing
   overlapping patches). It is conv2d's input gradient and conv_transpose2d's forward;
-- :func:`conv_backward_weight` is ``gy_g (O/g, N*L) @ rows``: conv2d's weight gradient.
+- :func:`conv_backward_weight` is ``gy_g.T @ rows`` per block of positions (``gy_g @ col.T`` for
+  shallow patches): conv2d's weight gradient.
 
 A 1-D convolution is the 2-D one with a height of 1. Every index is computed from the shapes the
 caller checked (graphview/ops/conv.py); nothing here reads outside them.

@@ -3,6 +3,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import graphview as gv
 from graphview import registry
@@ -279,3 +280,24 @@ def test_gather_takes_its_axis_by_position_or_by_name():
     values = g.output({}, [by_position, by_name])
     np.testing.assert_array_equal(values[by_position.name], np.arange(12.0).reshape(4, 3)[:, [2, 0]])
     np.testing.assert_array_equal(values[by_name.name], values[by_position.name])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_the_gradient_of_any_view_is_its_upstream_gradient_in_place_and_zeros_elsewhere(data):
+    # scatter_view zeroes only around a box region (slices of step 1) and everything otherwise.
+    shape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    index = []
+    for size in shape:
+        kind = data.draw(st.sampled_from(["all", "slice", "step", "point"]))
+        start = data.draw(st.integers(0, size - 1))
+        index.append({"all": slice(None), "point": start, "slice": slice(start, data.draw(st.integers(start + 1, size))),
+                      "step": slice(start, None, data.draw(st.sampled_from([2, -1])))}[kind])
+    index = tuple(index)
+    g = gv.Graph()
+    x = g.var("x", np.random.default_rng(0).normal(size=shape))
+    weights = np.random.default_rng(1).uniform(1.0, 2.0, np.empty(shape)[index].shape)
+    g.set_loss(g.math.sum(x[index] * g.constant("w", weights)))
+    expected = np.zeros(shape)
+    expected[index] = weights
+    np.testing.assert_array_equal(g.calculate_gradients({}, ["x"])["x"], expected)

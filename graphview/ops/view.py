@@ -188,9 +188,36 @@ create_view_op = defop(
 
 def _scatter_view_kernel(values, like, *rest, descriptors):
     *arrays, out = rest
-    kernels.fill(out.reshape(-1), out.dtype.type(0))
     region = apply_view(out, descriptors, arrays)
+    starts = _box_starts(out, region)
+    if starts is None:
+        kernels.fill(out.reshape(-1), out.dtype.type(0))
+    else:                                   # zeros only around the region, which the copy then writes
+        zero = np.zeros((), out.dtype)
+        for axis, (start, size) in enumerate(zip(starts, region.shape)):
+            inside = tuple(slice(b, b + n) for b, n in zip(starts[:axis], region.shape[:axis]))
+            for outside in (slice(0, start), slice(start + size, None)):
+                slab = out[inside + (outside,)]
+                if slab.size:
+                    copy_kernel(np.broadcast_to(zero, slab.shape), slab)
     copy_kernel(np.broadcast_to(values, region.shape), region)
+
+
+def _box_starts(out, region):
+    """The index of the region's first element in ``out`` (C-contiguous) when the region is a box of it
+    (every axis kept with step 1, as a slice gives), else None."""
+    if region.ndim != out.ndim or region.size == 0 or not out.flags.c_contiguous:
+        return None
+    if any(r != o for r, o, n in zip(region.strides, out.strides, region.shape) if n > 1):
+        return None
+    offset = region.__array_interface__["data"][0] - out.__array_interface__["data"][0]
+    starts = []
+    for stride, size in zip(out.strides, out.shape):
+        start, offset = divmod(offset, stride) if stride else (0, offset)
+        starts.append(start)
+    if offset or any(b + n > size for b, n, size in zip(starts, region.shape, out.shape)):
+        return None
+    return starts
 
 
 def _scatter_view_samples():

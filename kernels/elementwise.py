@@ -6,7 +6,9 @@ Every op gets two compiled forms from the same scalar function:
   operands flattened by the launcher) of the output's size, of one element (read
   as a scalar) or of the output's trailing axes (read periodically, as a bias
   row), run in chunks on threads for large arrays (1-D so that each dtype
-  compiles once; a reshape in the kernel made it compile 25% longer);
+  compiles once; a reshape in the kernel made it compile 25% longer). A unary
+  op's input has the output's size (the launcher repeats a smaller one with
+  NumPy first), but for copies and casts;
 * ``strided(*inputs, out)``: four nested loops over 4-D arrays of any strides.
   The launcher broadcasts the inputs to the output's shape (stride 0), merges
   axes that are contiguous in every operand, and pads or splits the result to
@@ -35,15 +37,22 @@ from .threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 
 
-def unary(scalar, threshold=STREAMING_THRESHOLD, kind=Elementwise):
+def unary(scalar, threshold=STREAMING_THRESHOLD, kind=Elementwise, broadcasts=False):
+    """The kernels of a unary op. Its input has the output's shape, so the flat form has one loop
+    (a third of the compile time of three); with ``broadcasts`` (copies and casts, which expand a
+    value or a row) it also repeats an input of one element or a row."""
     @njit(**JIT)
     def contiguous(a, out, lo, hi):
+        # Unsigned indices: Numba tests a signed one for wraparound, which keeps LLVM from vectorizing a
+        # loop not starting at 0 (slicing each operand first costs twice the compile time; same loops).
+        for i in range(np.uint64(lo), np.uint64(hi)):
+            out[i] = scalar(a[i])
+
+    @njit(**JIT)
+    def repeating(a, out, lo, hi):
         x, z = a, out
         n = z.size
-        # Unsigned indices: Numba tests a signed index for wraparound, and that test keeps LLVM from
-        # vectorizing a loop that does not start at 0 (slicing each operand first costs twice the
-        # compile time; the loops are the same).
-        first, last = np.uint64(lo), np.uint64(hi)
+        first, last = np.uint64(lo), np.uint64(hi)   # unsigned: see contiguous
         if x.size == n:
             for i in range(first, last):
                 z[i] = scalar(x[i])
@@ -67,7 +76,7 @@ def unary(scalar, threshold=STREAMING_THRESHOLD, kind=Elementwise):
                     for m in range(out.shape[3]):
                         out[i, j, k, m] = scalar(a[i, j, k, m])
 
-    return kind(scalar.__name__, contiguous, strided, threshold, 1)
+    return kind(scalar.__name__, repeating if broadcasts else contiguous, strided, threshold, 1, broadcasts)
 
 
 def binary(scalar, threshold=STREAMING_THRESHOLD):
@@ -474,15 +483,14 @@ ge = binary(ge_scalar)
 lt = Swapped("lt_scalar", gt)   # x < y as y > x: one compiled kernel for both
 le = Swapped("le_scalar", ge)
 where = ternary(where_scalar)
-# Copies and casts NumPy makes safely (the same dtype, or a wider one) use np.copyto below the threshold
-# (launch.Copying): no kernel is compiled per pair of dtypes for them.
-copy = unary(copy_scalar, kind=Copying)
+# Copies and safe casts use np.copyto below the threshold (launch.Copying): no kernel per pair of dtypes.
+copy = unary(copy_scalar, kind=Copying, broadcasts=True)
 CASTS = {
-    np.dtype(np.float32): unary(to_float32_scalar, kind=Copying),
-    np.dtype(np.float64): unary(to_float64_scalar, kind=Copying),
-    np.dtype(np.int32): unary(to_int32_scalar, kind=Copying),
-    np.dtype(np.int64): unary(to_int64_scalar, kind=Copying),
-    np.dtype(np.bool_): unary(to_bool_scalar, kind=Copying),
+    np.dtype(np.float32): unary(to_float32_scalar, kind=Copying, broadcasts=True),
+    np.dtype(np.float64): unary(to_float64_scalar, kind=Copying, broadcasts=True),
+    np.dtype(np.int32): unary(to_int32_scalar, kind=Copying, broadcasts=True),
+    np.dtype(np.int64): unary(to_int64_scalar, kind=Copying, broadcasts=True),
+    np.dtype(np.bool_): unary(to_bool_scalar, kind=Copying, broadcasts=True),
 }
 # Unary ops on strided operands of the output's shape go through NumPy copies and their flat form at any
 # size (launch.Elementwise.staged).

@@ -95,14 +95,18 @@ class Elementwise:
     (C-contiguous operands of any rank, for the first; 4-D views for the second).
     """
 
-    def __init__(self, name, contiguous, strided, threshold, arity):
+    def __init__(self, name, contiguous, strided, threshold, arity, broadcasts=True):
         self.name = name
         self.arity = arity
         self.flat_form = Signatures(contiguous, 1, "C", BOUNDS)
         self.strided_form = Signatures(strided, RANK, "A")
         # Outputs of at least this many elements are computed in chunks on threads.
         self.threshold = threshold
-        self.contiguous = _flat_caller(self.flat_form, arity)
+        # Whether the flat form repeats an input of one element or a row itself; when not (unary ops
+        # but copies and casts: their input has the output's shape but in direct calls), the launcher
+        # repeats such an input with NumPy first.
+        self.broadcasts = broadcasts
+        self.contiguous = _flat_caller(self.flat_form, arity, broadcasts)
         # Unary ops (but the copy itself) stage a strided operand of the output's shape at any size.
         self.staging = False
 
@@ -124,6 +128,8 @@ class Elementwise:
                 strided(*block)
             return out
         size = out.size
+        if not self.broadcasts and arrays[0].size != size:
+            arrays = (repeated(arrays[0], size), out)
         contiguous = self.flat_form(tuple(a.dtype for a in arrays))
         operands = [flat(a) for a in arrays]
         if size < self.threshold or WORKERS == 1:
@@ -163,8 +169,8 @@ class Copying(Elementwise):
     to nearest), and no kernel compiled for that pair of dtypes. Other conversions (float to int,
     narrowing ones), and outputs large enough to be copied on threads, run the kernel."""
 
-    def __init__(self, name, contiguous, strided, threshold, arity):
-        super().__init__(name, contiguous, strided, threshold, arity)
+    def __init__(self, name, contiguous, strided, threshold, arity, broadcasts=True):
+        super().__init__(name, contiguous, strided, threshold, arity, broadcasts)
         self.safe = {}
         kernel = self.contiguous
 
@@ -202,7 +208,7 @@ class Swapped(Elementwise):
     op's own scalar function (fused groups generate code from it)."""
 
     def __init__(self, name, kernel):
-        self.name, self.arity, self.kernel = name, 2, kernel
+        self.name, self.arity, self.kernel, self.broadcasts = name, 2, kernel, True
         self.flat_form, self.strided_form = kernel.flat_form, kernel.strided_form
         self.threshold = kernel.threshold
         self.staging = False
@@ -222,7 +228,13 @@ class Swapped(Elementwise):
         return self.kernel(b, a, out)
 
 
-def _flat_caller(signatures, arity):
+def repeated(array, size):
+    """A C-contiguous ``array`` that the flat kernels would repeat (one element, or a row read
+    periodically) as the 1-D array of ``size`` elements they would read."""
+    return np.ascontiguousarray(np.broadcast_to(array.reshape(-1), (size // array.size, array.size))).reshape(-1)
+
+
+def _flat_caller(signatures, arity, broadcasts=True):
     """``contiguous(*inputs, out, lo, hi)`` for C-contiguous operands of any rank (one per arity:
     the executor calls it per node, so it does no more than look up and flatten; ``ravel`` of a
     C-contiguous array is a view, and cheaper to call than ``reshape(-1)``)."""
@@ -230,6 +242,8 @@ def _flat_caller(signatures, arity):
     if arity == 1:
         def contiguous(a, out, lo, hi):
             entry = entries.get((a.dtype, out.dtype)) or signatures((a.dtype, out.dtype))
+            if not broadcasts and a.size != out.size:
+                a = repeated(a, out.size)
             if out.ndim != 1 or a.ndim != 1:
                 a, out = a.ravel(), out.ravel()
             entry(a, out, lo, hi)

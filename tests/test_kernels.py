@@ -161,6 +161,23 @@ def test_safe_copies_and_casts_are_numpy_copies_with_the_kernels_values():
     assert out.tolist() == [2, -2] and list(to_int64.flat_form.entries) == [(np.dtype(np.float64), np.dtype(np.int64))]
 
 
+def test_a_unary_kernel_given_a_smaller_input_repeats_it_like_numpy():
+    # Unary flat forms have one loop (the input has the output's size); the launcher and the executor's
+    # contiguous call repeat one element or a row first. Copies and casts repeat them in their kernel.
+    row = np.array([0.5, -1.0, 2.0])
+    for kernel, reference in ((elementwise.abs, np.abs), (elementwise.neg, np.negative),
+                              (elementwise.copy, np.asarray), (elementwise.CASTS[np.dtype(np.int64)], np.trunc)):
+        dtype = np.int64 if kernel is elementwise.CASTS[np.dtype(np.int64)] else np.float64
+        for value in (row, row[1:2], row.reshape(1, 3)):
+            out = np.empty((4, 3), dtype)
+            kernel(value, out)
+            np.testing.assert_array_equal(out, np.broadcast_to(reference(value), (4, 3)))
+            out = np.empty((4, 3), dtype)
+            kernel.contiguous(value, out, 0, out.size)
+            np.testing.assert_array_equal(out, np.broadcast_to(reference(value), (4, 3)))
+    assert not elementwise.abs.broadcasts and elementwise.copy.broadcasts
+
+
 @pytest.mark.parametrize("size", [10, 3_000_000])
 def test_in_place_add_writes_only_its_view(size):
     base = np.zeros(size + 4)

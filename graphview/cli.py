@@ -384,6 +384,14 @@ def _load_for_check(args):
             if name not in graph:
                 raise TargetError(f"{flag} {name}: graph {graph.name!r} has no variable named {name!r}"
                                   f"{did_you_mean(name, names)}")
+    if not args.inputs and args.target.endswith(".onnx"):
+        needed = graph.ancestors([loss.name for loss in graph.losses])
+        wanted = [node for node in graph.nodes() if node.kind is Kind.PLACEHOLDER and node.name in needed]
+        if wanted:
+            listed = ", ".join(f"{node.name} ({', '.join('?' if d is None else str(d) for d in node.shape)}) "
+                               f"{node.dtype}" for node in wanted)
+            raise TargetError(f"{args.target}: an ONNX model stores no input values; give its inputs ({listed}) "
+                              "as an .npz file of arrays by name: --inputs FILE.npz")
     if args.inputs:
         inputs = read_inputs(args.inputs)
         known = [node.name for node in graph.nodes() if node.kind is Kind.PLACEHOLDER]

@@ -20,6 +20,7 @@ from graphview.errors import GraphFileError, GraphviewError, did_you_mean
 from graphview.graph import Graph
 from graphview.onnx.load import load as load_onnx
 from graphview.serialization import read
+from graphview.variable import Kind
 
 MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 GRAPH_FILE_SUFFIXES = (".gvz", ".onnx")  # g.save's files, and ONNX models (gv.onnx.load)
@@ -85,6 +86,10 @@ def _onnx_model(target, need_loss, loss):
         if chosen not in outputs and chosen not in names.values():
             raise TargetError(f"--loss {chosen}: model {target} has no output named {chosen!r}; its outputs are: "
                               f"{', '.join(outputs)}")
+        kind = graph[names.get(chosen, chosen)].kind
+        if kind is not Kind.ARRAY:      # an initializer or an input: not computed by the model
+            raise TargetError(f"--loss {chosen}: {chosen!r} is a {kind} of model {target} (an initializer or "
+                              f"input), not a value the model computes; its outputs are: {', '.join(outputs)}")
         _sum_as_loss(graph, names.get(chosen, chosen), target)
     return graph
 

@@ -86,7 +86,7 @@ class Context:
 
     def constant(self, array, name):
         """A ``Constant`` node: not an initializer, so an importer does not take it for a weight to train."""
-        tensor = self.onnx.numpy_helper.from_array(np.ascontiguousarray(array), name)
+        tensor = self.onnx.numpy_helper.from_array(np.require(array, requirements="C"), name)
         self.nodes.append(self.onnx.helper.make_node("Constant", [], [name], name=name, value=tensor))
 
     def ints(self, values):
@@ -150,7 +150,7 @@ def to_model(graph, outputs, opset=17):
             tensors[node.name] = node.name
         elif node.kind is Kind.VARIABLE:
             value = np.asarray(graph.stored(node.name))
-            context.initializers.append(onnx.numpy_helper.from_array(np.ascontiguousarray(value), node.name))
+            context.initializers.append(onnx.numpy_helper.from_array(np.require(value, requirements="C"), node.name))
             tensors[node.name] = node.name
         elif node.kind is Kind.CONSTANT:         # a Constant node: loaded back as a constant, not a weight
             context.constant(graph.stored(node.name), node.name)

@@ -2,7 +2,10 @@
 
 Graph inputs that are not initializers become placeholders (symbolic or unknown dims: None),
 floating-point initializers trainable VARIABLEs (so the imported model can be gradient-checked and
-fine-tuned), integer and bool initializers CONSTANTs; each node is built by the builder that BUILDERS
+fine-tuned) except scalars and constant settings (graphview.onnx.load_fixed: CONSTANTs) and batch norm's
+running statistics (trainable=False; load_nn gives a batch norm its own copy where they are a trainable
+initializer, as PyTorch writes an untrained one), integer and bool initializers CONSTANTs; a graphview
+op's own refusal while building is an OnnxImportError naming the file and the node; each node is built by the builder that BUILDERS
 gives its op type (the tables of load_ops, load_nn, load_dims, load_masks and load_more joined; a
 ``Range`` over a run-time size stays symbolic for load_masks' builders and is a tensor for the others). ONNX names are kept as variable names (``names=``
 receives the map, ONNX name -> graphview name, which differs only where a name was empty or taken).
@@ -14,9 +17,10 @@ import os
 
 import numpy as np
 
-from graphview.errors import GraphFileError
+from graphview.errors import GraphFileError, GraphviewError
 from graphview.graph import Graph
 from graphview.onnx.load_dims import DIMS_BUILDERS
+from graphview.onnx.load_fixed import fixed_rule
 from graphview.onnx.load_masks import MASK_BUILDERS, Positions, materialize
 from graphview.onnx.load_more import MORE_BUILDERS
 from graphview.onnx.load_nn import NN_BUILDERS
@@ -150,6 +154,7 @@ def load(source, *, names=None):
     initializers = {tensor.name for tensor in graph.initializer}
     # Batch norm's running statistics are state (trainable=False), as graphview's own batch norm keeps them.
     state = {name for node in graph.node if node.op_type == "BatchNormalization" for name in node.input[3:5]}
+    fixed = fixed_rule(graph)     # scalars and constant settings: CONSTANTs, not weights (load_fixed)
     for value_info in graph.input:
         if value_info.name in initializers:
             continue
@@ -160,7 +165,7 @@ def load(source, *, names=None):
         if value.dtype.name not in DTYPES:
             raise OnnxImportError(f"{where}: initializer {tensor.name!r} has dtype {value.dtype}; graphview "
                                   f"takes {', '.join(DTYPES)}")
-        if value.dtype.kind == "f":
+        if value.dtype.kind == "f" and not fixed(tensor.name, value):
             cx.bind(tensor.name, g.var(cx.fresh(tensor.name), value, trainable=tensor.name not in state))
         else:
             cx.bind(tensor.name, g.constant(cx.fresh(tensor.name), value), static=value)
@@ -170,7 +175,12 @@ def load(source, *, names=None):
         inputs = [cx.lookup(name) for name in node.input]
         if node.op_type not in MASK_BUILDERS:    # Range's positions of a run-time size, as a tensor
             inputs = [materialize(cx, v) if isinstance(v, Positions) else v for v in inputs]
-        outputs = BUILDERS[node.op_type](cx, node, inputs, attrs)
+        try:
+            outputs = BUILDERS[node.op_type](cx, node, inputs, attrs)
+        except OnnxImportError:
+            raise
+        except GraphviewError as problem:   # an op's own check (shapes, dtypes): named by the file and node
+            cx.fail(f"{type(problem).__name__}: {problem}")
         cx.finish(node, [None if isinstance(v, Positions) else v for v in outputs])
         cx.values.update((name, v) for name, v in zip(node.output, outputs) if isinstance(v, Positions) and name)
     for value_info in graph.output:

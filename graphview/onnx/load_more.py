@@ -1,6 +1,6 @@
 """More ONNX op types ``graphview.onnx.load`` imports: the rest of what graphview's exporter writes.
 
-Not, ArgMax/ArgMin, Size, Pad, Erf, ScatterND and the two losses (SoftmaxCrossEntropyLoss,
+Not, ArgMax/ArgMin, Size, Pad, Split, Erf, ScatterND and the two losses (SoftmaxCrossEntropyLoss,
 NegativeLogLikelihoodLoss); MORE_BUILDERS maps them to builders (as load_ops.BUILDERS does).
 
 * ``Erf`` has no graphview op: it is computed from gelu, erf(z) = 2 gelu(sqrt(2) z) / (sqrt(2) z) - 1
@@ -75,6 +75,35 @@ def pad(cx, node, ins, attrs):
     return [cx.g.shape.pad(x, tuple(widths), mode=mode, value=float(value), name=cx.name())]
 
 
+def split(cx, node, ins, attrs):
+    """Split: sizes from the ``split`` attribute (before opset 13) or input (from 13), else equal parts, one
+    per output (opset 18's num_outputs: the last part smaller where the size does not divide); each a view."""
+    x = ins[0]
+    shape = np.shape(x) if known(x) else x.shape
+    axis = axis_of(cx, int(attrs.get("axis", 0)), len(shape))
+    size, count = shape[axis], len(node.output)
+    if cx.opset < 13:
+        sizes = attrs.get("split")
+    else:
+        sizes = cx.static(ins[1], "split") if len(ins) > 1 and ins[1] is not None else None
+    if sizes is None:
+        count = int(attrs.get("num_outputs", count))
+        if count != len(node.output) or count < 1:
+            cx.fail(f"num_outputs={count} for {len(node.output)} outputs")
+        if size is None:
+            cx.fail(f"an equal split needs the size of axis {axis}, and it is unknown (input shape {shape})")
+        part = -(-size // count)
+        sizes = [part] * (count - 1) + [size - part * (count - 1)]
+    sizes = [int(s) for s in np.ravel(sizes)]
+    if len(sizes) != len(node.output) or min(sizes) < 0 or size is not None and sum(sizes) != size:
+        cx.fail(f"split sizes {sizes} for {len(node.output)} outputs of axis {axis} of size {size}")
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    keys = [(slice(None),) * axis + (slice(int(a), int(b)),) for a, b in zip(starts[:-1], starts[1:])]
+    if known(x):
+        return [np.asarray(x)[key] for key in keys]
+    return [view(cx, x, key, cx.name(i)) for i, key in enumerate(keys)]
+
+
 def erf(cx, node, ins, attrs):
     z = cx.var(ins[0])
     if z.dtype.kind != "f":
@@ -139,6 +168,6 @@ def negative_log_likelihood(cx, node, ins, attrs):
 
 MORE_BUILDERS = {
     "Not": not_, "ArgMax": arg("argmax"), "ArgMin": arg("argmin"), "Size": size, "Pad": pad, "Erf": erf,
-    "ScatterND": scatter_nd, "SoftmaxCrossEntropyLoss": softmax_cross_entropy,
+    "ScatterND": scatter_nd, "Split": split, "SoftmaxCrossEntropyLoss": softmax_cross_entropy,
     "NegativeLogLikelihoodLoss": negative_log_likelihood,
 }

@@ -9,6 +9,7 @@ import numpy as np
 
 from graphview.onnx.load_ops import axis_of, view
 from graphview.ops.shape import broadcast_like
+from graphview.variable import Kind
 
 
 def spatial_pads(cx, node, attrs, x, kernel, strides, dilations):
@@ -93,10 +94,26 @@ def global_pool(op):
     return build
 
 
+def running(cx, value, onnx_name):
+    """A batch norm's running statistic: its own VARIABLE with trainable=False (a copy) where the value is a
+    trainable VARIABLE (PyTorch's exporter writes an untrained batch norm's zero running_mean as
+    ``Identity(bias)``: equal initializers are stored once) or state another batch norm already updates."""
+    value = cx.var(value)
+    g = cx.g
+    if value.kind is Kind.VARIABLE and (g.is_trainable(value.name) or value.name in g.state_updates):
+        before = cx.names.get(onnx_name)
+        copy = g.var(cx.fresh(onnx_name), g.value(value.name), trainable=False)
+        if before == onnx_name:         # the ONNX name keeps naming its own initializer
+            cx.names[onnx_name] = before
+        return copy
+    return value
+
+
 def batch_norm(cx, node, ins, attrs):
     if attrs.get("training_mode", 0):
         cx.fail("training_mode=1 is not supported (inference: the running statistics are used)")
-    x, scale, bias, mean, var = (cx.var(v) for v in ins[:5])
+    x, scale, bias = (cx.var(v) for v in ins[:3])
+    mean, var = (running(cx, v, node.input[i]) for i, v in ((3, ins[3]), (4, ins[4])))
     momentum = 1.0 - float(attrs.get("momentum", 0.9))
     return [cx.g.nn.batch_norm(x, scale, bias, mean, var, axis=1, momentum=momentum,
                                eps=float(attrs.get("epsilon", 1e-5)), name=cx.name())]

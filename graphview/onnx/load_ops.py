@@ -11,7 +11,7 @@ import numpy as np
 from graphview.errors import GraphFileError
 from graphview.indexing import from_numpy_key
 from graphview.layouts.ops import merge_axes
-from graphview.variable import Variable
+from graphview.variable import Kind, Variable
 
 
 class OnnxImportError(GraphFileError):
@@ -103,6 +103,9 @@ class Context:
     def static(self, value, what):
         """``value`` as a NumPy array known while building, or an error naming ``what``."""
         if value is None or isinstance(value, (Variable, Dims)):
+            if isinstance(value, Variable) and value.kind is Kind.VARIABLE:
+                self.fail(f"{what} must be a constant, and it is the initializer {value.name!r}, which is also "
+                          "a tensor operand elsewhere and so loaded as a trainable VARIABLE")
             self.fail(f"{what} must be a constant (an initializer or a Constant node's output), not computed")
         return np.asarray(value)
 
@@ -149,7 +152,11 @@ def axes_input(cx, ins, attrs, first_opset):
 
 def unary(namespace, op):
     def build(cx, node, ins, attrs):
-        return [getattr(getattr(cx.g, namespace), op)(cx.var(ins[0]), name=cx.name())]
+        x = cx.var(ins[0])
+        y = getattr(getattr(cx.g, namespace), op)(x, name=None if x.dtype.kind in "iu" else cx.name())
+        if y.dtype != x.dtype:      # ONNX keeps the input's type (Relu, Neg, Abs, Sign on integers)
+            y = cx.g.math.cast(y, x.dtype.name, name=cx.name())
+        return [y]
     return build
 
 
@@ -171,6 +178,8 @@ def binary(op):
             # ONNX keeps integers: Div truncates toward 0, Pow stays integer (graphview's compute in float64;
             # exact while the values stay below 2**53)
             return [cx.g.math.cast(getattr(cx.g.math, op)(a, cx.var(b)), a.dtype.name, name=cx.name())]
+        if node.op_type == "Pow" and cx.var(b).dtype != a.dtype:   # ONNX's Pow has the base's type
+            return [cx.g.math.cast(cx.g.math.pow(a, cx.var(b)), a.dtype.name, name=cx.name())]
         return [getattr(cx.g.math, op)(a, cx.var(b), name=cx.name())]
     return build
 
@@ -322,7 +331,11 @@ def reshape(cx, node, ins, attrs):
 def flatten(cx, node, ins, attrs):
     x = ins[0]
     shape = np.shape(x) if known(x) else x.shape
-    axis = axis_of(cx, int(attrs.get("axis", 1)), len(shape) + 1) if shape else 0
+    rank = len(shape)
+    axis = int(attrs.get("axis", 1))
+    if not -rank <= axis <= rank:
+        cx.fail(f"axis {axis} is out of range for rank {rank} (from {-rank} to {rank})")
+    axis = axis + rank if axis < 0 else axis
     sides = [shape[:axis], shape[axis:]]
     target = [None if None in side else int(np.prod(side, dtype=np.int64)) for side in sides]
     if known(x):
@@ -331,7 +344,7 @@ def flatten(cx, node, ins, attrs):
         return [reshape_to(cx, x, target, cx.name())]
     if len(shape) - axis > 1:                    # both sides unknown: merge each with merge_axes
         x = merge_axes(x, start=axis, stop=len(shape))
-    return [merge_axes(x, start=0, stop=axis + 1, name=cx.name()) if axis > 1 else view(cx, x, (Ellipsis,), cx.name())]
+    return [merge_axes(x, start=0, stop=axis, name=cx.name()) if axis > 1 else view(cx, x, (Ellipsis,), cx.name())]
 
 
 def transpose(cx, node, ins, attrs):

@@ -107,6 +107,8 @@ def test_pytorch_batch_norms_trained_or_not_load_and_match_pytorch(trained):
     names = {}
     g = gv.onnx.load(proto, names=names)
     np.testing.assert_allclose(g.output({"x": x}, [names["y"]])[names["y"]], expected, rtol=1e-5, atol=1e-6)
+    # every PyTorch parameter its own trainable VARIABLE, also those stored once as Identity(1.bias)
+    assert trainable(g) == sorted(f"{i}.{p}" for i in (0, 1, 3, 4, 5) for p in ("bias", "weight"))
     for prefix in ("1", "4"):
         for stat in ("running_mean", "running_var"):
             assert g[names[f"{prefix}.{stat}"]].kind is gv.Kind.VARIABLE
@@ -120,6 +122,19 @@ def test_pytorch_batch_norms_trained_or_not_load_and_match_pytorch(trained):
     GradientStep(g)({"x": x})
     np.testing.assert_array_equal(g.value(names["1.bias"]), bias)
     assert not np.allclose(g.value(names["1.running_mean"]), net[1].running_mean.numpy())
+
+
+@pytest.mark.parametrize("producer, expected", [("pytorch", ["w", "w_again"]), ("graphview", ["w"])])
+def test_an_identity_of_an_initializer_is_its_own_parameter_in_pytorch_exports(producer, expected):
+    nodes = [oh.make_node("Identity", ["w"], ["w_again"]), oh.make_node("Add", ["x", "w"], ["s"]),
+             oh.make_node("Mul", ["s", "w_again"], ["y"])]
+    proto = make(nodes, [("x", TensorProto.FLOAT, [2, 3])], [("y", TensorProto.FLOAT, [2, 3])],
+                 {"w": RNG.normal(size=3).astype(np.float32)})
+    proto.producer_name = producer
+    x = RNG.normal(size=(2, 3)).astype(np.float32)
+    (ours,), (theirs,), g, names = run_both(proto, {"x": x})
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+    assert trainable(g) == expected and names["w_again"] == expected[-1]
 
 
 def test_an_op_refusing_its_inputs_is_an_onnx_import_error_naming_the_node():

@@ -154,6 +154,7 @@ def load(source, *, names=None):
     initializers = {tensor.name for tensor in graph.initializer}
     # Batch norm's running statistics are state (trainable=False), as graphview's own batch norm keeps them.
     state = {name for node in graph.node if node.op_type == "BatchNormalization" for name in node.input[3:5]}
+    cx.state, cx.untie = state, model.producer_name == "pytorch"
     fixed = fixed_rule(graph)     # scalars and constant settings: CONSTANTs, not weights (load_fixed)
     for value_info in graph.input:
         if value_info.name in initializers:

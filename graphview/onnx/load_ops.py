@@ -28,6 +28,7 @@ class Context:
         self.constants, self.onnx_names = {}, {}   # id(array) -> its CONSTANT, its ONNX name
         self.node, self.index = None, None
         self.graph_outputs = set()
+        self.state, self.untie = set(), False     # batch norm's statistics; Identity makes copies (PyTorch)
 
     def fresh(self, onnx_name):
         """The graphview name for ``onnx_name``: itself unless empty or already taken in the graph."""
@@ -259,10 +260,16 @@ def cast(cx, node, ins, attrs):
 
 
 def identity(cx, node, ins, attrs):
-    """The input itself, or a view of it named by the output when that is a graph output."""
+    """The input itself, or a view of it named by the output when that is a graph output. In a PyTorch
+    export, an Identity of a float initializer is another parameter that had an equal value (the exporter
+    stores equal initializers once): it gets its own VARIABLE, a copy (``trainable=False`` for batch
+    norm's running statistics), so fine-tuning does not tie the two."""
     x = ins[0]
     if node.output[0] in cx.graph_outputs and isinstance(x, Variable):
         return [view(cx, x, (Ellipsis,), cx.name())]
+    if cx.untie and node.op_type == "Identity" and isinstance(x, Variable) and x.kind is Kind.VARIABLE:
+        trainable = cx.g.is_trainable(x.name) and node.output[0] not in cx.state
+        return [cx.g.var(cx.name(), cx.g.value(x.name), trainable=trainable)]
     return [x]
 
 

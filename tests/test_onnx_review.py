@@ -137,6 +137,20 @@ def test_an_identity_of_an_initializer_is_its_own_parameter_in_pytorch_exports(p
     assert trainable(g) == expected and names["w_again"] == expected[-1]
 
 
+def test_a_parameter_pytorch_shares_between_layers_stays_one_variable():
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4))
+    net[2].weight = net[0].weight                   # tied: the exporter writes one initializer, used twice
+    x = RNG.normal(size=(3, 4)).astype(np.float32)
+    proto, expected = pytorch_model(net, x)
+    names = {}
+    g = gv.onnx.load(proto, names=names)
+    np.testing.assert_allclose(g.output({"x": x}, [names["y"]])[names["y"]], expected, rtol=1e-5, atol=1e-6)
+    assert trainable(g) == ["0.bias", "0.weight", "2.bias"]
+
+
 def test_an_op_refusing_its_inputs_is_an_onnx_import_error_naming_the_node():
     proto = make([oh.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [("x", TensorProto.FLOAT, [2, 3])],
                  [("y", TensorProto.FLOAT, [2, 5])], {"w": np.ones((4, 5), np.float32)})
@@ -284,7 +298,8 @@ def test_imported_ops_keep_onnx_dtypes(op, feeds):
     proto = make([oh.make_node(op, list(feeds), ["y"])],
                  [(k, types[v.dtype], list(v.shape)) for k, v in feeds.items()],
                  [("y", types[first.dtype], list(first.shape))], opset=17)
-    (ours,), (theirs,), _, _ = run_both(proto, feeds)
+    (ours,), (theirs,), g, names = run_both(proto, feeds)
+    assert names["y"] == "y" and g["y"].dtype == first.dtype
     assert ours.dtype == theirs.dtype == first.dtype
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
 

@@ -153,10 +153,11 @@ def axes_input(cx, ins, attrs, first_opset):
 
 def unary(namespace, op):
     def build(cx, node, ins, attrs):
-        x = cx.var(ins[0])
-        y = getattr(getattr(cx.g, namespace), op)(x, name=None if x.dtype.kind in "iu" else cx.name())
-        if y.dtype != x.dtype:      # ONNX keeps the input's type (Relu, Neg, Abs, Sign on integers)
-            y = cx.g.math.cast(y, x.dtype.name, name=cx.name())
+        x, name = cx.var(ins[0]), cx.name()
+        direct = x.dtype.kind not in "iub" or op in ("neg", "abs", "sign")    # graphview keeps the dtype
+        y = getattr(getattr(cx.g, namespace), op)(x, name=name if direct else None)
+        if not direct:              # ONNX keeps the input's type (Relu on integers): cast back
+            y = cx.g.math.cast(y, x.dtype.name, name=name)
         return [y]
     return build
 

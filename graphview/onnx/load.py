@@ -4,9 +4,10 @@ Graph inputs that are not initializers become placeholders (symbolic or unknown 
 floating-point initializers trainable VARIABLEs (so the imported model can be gradient-checked and
 fine-tuned) except scalars and constant settings (graphview.onnx.load_fixed: CONSTANTs) and batch norm's
 running statistics (trainable=False; load_nn gives a batch norm its own copy where they are a trainable
-initializer, as PyTorch writes an untrained one), integer and bool initializers CONSTANTs; a graphview
-op's own refusal while building is an OnnxImportError naming the file and the node; each node is built by the builder that BUILDERS
-gives its op type (the tables of load_ops, load_nn, load_dims, load_masks and load_more joined; a
+initializer, as PyTorch writes an untrained one; in PyTorch's exports an Identity of an initializer is a
+parameter of its own, load_ops.identity), integer and bool initializers CONSTANTs; a graphview op's own
+refusal while building is an OnnxImportError naming the file and the node; each node is built by the
+builder that BUILDERS gives its op type (the tables of load_ops, load_nn, load_dims, load_masks and load_more joined; a
 ``Range`` over a run-time size stays symbolic for load_masks' builders and is a tensor for the others). ONNX names are kept as variable names (``names=``
 receives the map, ONNX name -> graphview name, which differs only where a name was empty or taken).
 Integer values known when the graph is built (shape constants, ``Shape`` of static dims and the

@@ -1,8 +1,8 @@
-"""Which floating-point ONNX initializers ``graphview.onnx.load`` makes CONSTANTs rather than trainable VARIABLEs.
+"""Which floating-point ONNX initializers ``graphview.onnx.load`` makes CONSTANTs, not trainable VARIABLEs.
 
 ONNX does not say which initializers are weights: exporters (PyTorch's dynamo exporter above all) write
 every constant as an initializer, the ``sqrt(2)`` of a decomposed GELU, the ``3.0`` of ``x / 3.0``, clamp
-bounds, a Pad's constant_value, an LSTM's zero initial state. The rule (``fixed``):
+bounds, a Pad's constant_value, an LSTM's zero initial state. The rule (``fixed_rule``):
 
 * a rank-0 float initializer (a scalar) is a CONSTANT: a model's parameters are tensors, and a learned
   scalar (a temperature) is rare enough to be made trainable by hand after loading;

@@ -15,6 +15,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
+SMALL = 1_000_000   # OpenBLAS's small-matrix gemm (no packing) for M*N*K <= 100**3: dx's 512x8x512 36 us, not 68
 
 
 @njit(**JIT)
@@ -27,10 +28,8 @@ def first_bad_length(lengths, steps):
 
 
 # --- matrix products on flat row-major storage ------------------------------------------------------
-# np.dot in Numba wants whole contiguous matrices and overwrites its output. numba_xxgemm (Numba's BLAS
-# wrapper, the one np.dot calls, resolved by name so that the cache holds) takes leading dimensions and
-# beta: a product can read h_{t-1} from the packed result, add onto the gate columns and write a weight
-# gradient's columns without copies or scratch arrays.
+# np.dot in Numba wants whole contiguous matrices and overwrites its output; numba_xxgemm (Numba's BLAS wrapper, the
+# one np.dot calls, resolved by name so that the cache holds) takes leading dimensions and beta (module docstring).
 
 _CHAR = ir.IntType(8)
 _VOID_P = ir.IntType(8).as_pointer()
@@ -71,19 +70,18 @@ def _xxgemm(typingctx, trans_a, trans_b, m, n, k, a, a_start, lda, b, b_start, l
 
 
 def _product(trans_a, trans_b, m, n, k, a, a_start, lda, b, b_start, ldb, beta, c, c_start, ldc):
-    """c = op(a) op(b) + beta c over flat row-major storage (see _xxgemm); beta is 0 or 1 (a stub: Numba
-    compiles the overload below)."""
+    """c = op(a) op(b) + beta c over flat row-major storage (see _xxgemm), beta 0 or 1 (a stub: see the overload)."""
 
 
 @overload(_product, jit_options=JIT)
 def _product_typed(trans_a, trans_b, m, n, k, a, a_start, lda, b, b_start, ldb, beta, c, c_start, ldc):
-    """An overload: Numba types its arguments without their literal values (flags, offsets 0), one signature
-    per dtype (as an njit function, one per combination of literal arguments: 9 in float64 alone)."""
+    """An overload, typed without literal values (flags, offsets 0): one signature per dtype (njit: 9 in float64)."""
     return _product_body
 
 
 def _product_body(trans_a, trans_b, m, n, k, a, a_start, lda, b, b_start, ldb, beta, c, c_start, ldc):
-    """_product's implementation. Empty products are handled here (BLAS refuses a leading dimension of 0)."""
+    """_product's implementation; empty products are handled here (BLAS refuses a leading dimension of 0). Without
+    trans_b, in blocks of rows within SMALL (of 32 rows at least; with trans_b or fewer rows, blocks gained nothing)."""
     if m == 0 or n == 0:
         return
     if k == 0:
@@ -91,8 +89,11 @@ def _product_body(trans_a, trans_b, m, n, k, a, a_start, lda, b, b_start, ldb, b
             for i in range(m):
                 c[c_start + i * ldc:c_start + i * ldc + n] = 0
         return
-    if _xxgemm(trans_a, trans_b, m, n, k, a, a_start, lda, b, b_start, ldb, beta, c, c_start, ldc) != 0:
-        raise RuntimeError("the BLAS matrix product (numba_xxgemm) failed")
+    rows = m if trans_b or SMALL // (n * k) < 32 else min(m, SMALL // (n * k))
+    for i in range(0, m, rows):
+        if _xxgemm(trans_a, trans_b, min(rows, m - i), n, k, a, a_start + (i if trans_a else i * lda), lda, b,
+                   b_start, ldb, beta, c, c_start + i * ldc, ldc) != 0:
+            raise RuntimeError("the BLAS matrix product (numba_xxgemm) failed")
 
 
 # --- activations without libm calls, so that the loops over a row vectorize ------------------------
@@ -193,8 +194,7 @@ def _tanh(a):
 
 
 def _one(array):
-    """1 in the dtype of ``array`` (a stub: Numba compiles the overload below), so that float32 rows
-    stay float32."""
+    """1 in the dtype of ``array``, so that float32 rows stay float32 (a stub: Numba compiles the overload below)."""
 
 
 @overload(_one, jit_options=JIT)

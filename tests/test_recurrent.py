@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import graphview as gv
+from graphview_kernels import recurrent as kernels
 from graphview import registry
 from graphview.ops.recurrent import gru_backward, gru_weight_gradients, lstm_backward, lstm_weight_gradients, \
     recurrent_inputs
@@ -134,6 +135,23 @@ def test_gradients_of_every_input_match_pytorch(kind, lengths, layout):
     got = g.calculate_gradients({}, NAMES[kind])
     expected, leaves = torch_results(kind, values, lengths, layout)
     sum((e * torch.tensor(w)).sum() for e, w in zip(expected, weights)).backward()
+    for name, leaf in zip(NAMES[kind], leaves):
+        np.testing.assert_allclose(got[name], leaf.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_gradients_match_pytorch_when_dx_product_goes_through_several_blocks(kind):
+    """dx = d_gates @ W_ih over all steps is 305 x 16 x (4H or 2H) with H = 128: above SMALL, it runs as blocks
+    of 122 (LSTM) or 244 (GRU) rows, the last one partial."""
+    batch, steps, features, hidden = 61, 5, 16, 128
+    assert steps * batch * features * 2 * hidden > kernels.SMALL   # GRU's dx: 2H gate columns, the smaller
+    values = inputs(kind, batch=batch, steps=steps, features=features, hidden=hidden, seed=4)
+    g, results = build(kind, values)
+    weight = np.random.default_rng(5).normal(size=results[0].shape)
+    g.set_loss(g.math.sum(g.math.mul(results[0], weight)))
+    got = g.calculate_gradients({}, NAMES[kind])
+    expected, leaves = torch_results(kind, values)
+    (expected[0] * torch.tensor(weight)).sum().backward()
     for name, leaf in zip(NAMES[kind], leaves):
         np.testing.assert_allclose(got[name], leaf.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
 

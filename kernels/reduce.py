@@ -138,7 +138,7 @@ def reduce_rows(x, out, mode, masked, rows_of, cols_of, fold, zero, scale, start
     step = max(hi - lo, 1) if fold else 1
     for first in range(lo, max(hi, lo + 1) if fold else hi, step):   # folded, even over no row
         if pairwise:
-            out[first, 0] = pairwise_sum(x[first, :, 0], 0, n, zero) * scale
+            out[first, 0] = pairwise_sum(x[first, :, 0], np.int64(0), n, zero) * scale
             continue
         last = min(first + step, hi)
         for k in range(top.shape[0]):

@@ -23,7 +23,7 @@ from graphview.registry import get as get_op
 from graphview.variable import Kind
 from graphview_kernels import elementwise
 from graphview_kernels.launch import Elementwise
-from graphview_kernels.threads import WORKERS, chunks, pool
+from graphview_kernels.threads import PARALLEL_THRESHOLD, WORKERS, chunks, pool
 
 MAX_MEMBERS = 64          # a longer chain is cut into several kernels (compile time grows with the text)
 # LLVM inlines the scalar functions and vectorizes the loop only while the loop body stays small: past
@@ -32,6 +32,7 @@ MAX_MEMBERS = 64          # a longer chain is cut into several kernels (compile 
 # large size are therefore fused in pieces of at most COST_BUDGET, a transcendental op costing
 # HEAVY_COST and any other 1; small static outputs (where vector width does not matter) up to MAX_MEMBERS.
 COST_BUDGET, HEAVY_COST, SMALL = 24, 4, 4096
+REDUCTIONS = ("sum", "mean")      # a whole-array one after a group (floating point) is fused into it
 HEAVY = {"pow_scalar", "exp_scalar", "log_scalar", "sqrt_scalar", "sin_scalar", "cos_scalar", "tanh_scalar",
          "sigmoid_scalar", "gelu_scalar", "gelu_derivative_scalar"}
 
@@ -41,12 +42,19 @@ CAST_SCALARS = {np.dtype(d): f"to_{np.dtype(d).name}_scalar" for d in elementwis
 
 
 class Group:
-    """The members of one fused group, in run order; ``root`` (the last) gives the value."""
-    __slots__ = ("members", "root")
+    """The members of one fused group, in run order; ``root`` (the last) gives the value. With a
+    trailing ``reduction`` (a whole sum or mean of the element-wise part), that node is the last member
+    and the root: the element-wise values are summed as they are computed, never stored."""
+    __slots__ = ("members", "root", "reduction")
 
-    def __init__(self, members):
+    def __init__(self, members, reduction=None):
         self.members = members
         self.root = members[-1]
+        self.reduction = reduction
+
+    @property
+    def elementwise(self):
+        return self.members[:-1] if self.reduction is not None else self.members
 
     def describe(self):
         return ", ".join(f"{m.op} {m.name}" for m in self.members)
@@ -95,10 +103,33 @@ def groups(schedule, names):
                     members.add(name)
                     spent += cost
                     grew = True
-        if len(members) > 1 and _flat_inputs(members, every, root.shape):
+        reduction = _trailing_reduction(root, consumers, requested, by_name)
+        if reduction is not None and any(position[root.name] < w < position[reduction.name] for w in writes):
+            reduction = None                            # the group would run after that write
+        if (len(members) > 1 or reduction is not None) and _flat_inputs(members, every, root.shape):
             taken |= members
-            found.append(Group(sorted((by_name[m] for m in members), key=lambda n: position[n.name])))
+            ordered = sorted((by_name[m] for m in members), key=lambda n: position[n.name])
+            if reduction is not None:
+                taken.add(reduction.name)
+                ordered.append(reduction)
+            found.append(Group(ordered, reduction))
     return sorted(found, key=lambda group: position[group.root.name])
+
+
+def _trailing_reduction(root, consumers, requested, nodes):
+    """The whole-array sum or mean that alone reads ``root`` (a floating-point value nobody requested),
+    or None: fused into the group, it reads the values as they are computed instead of from a buffer."""
+    readers = consumers[root.name]
+    if root.name in requested or len(readers) != 1 or root.dtype.kind != "f":
+        return None
+    reader = nodes.get(next(iter(readers)))
+    if reader is None or reader.op not in REDUCTIONS or reader.inputs != (root.name,):
+        return None
+    axis = reader.attributes.get("axis")
+    rank = len(root.shape)
+    if axis is not None and sorted(a % rank for a in ((axis,) if isinstance(axis, int) else axis)) != list(range(rank)):
+        return None
+    return reader
 
 
 def _flat_inputs(members, nodes, shape):
@@ -119,19 +150,20 @@ def _cost(node, small):
 def runner(group, shapes, contiguous):
     """``(inputs, run)``: the names the fused kernel reads, in order, and ``run(*arrays)`` returning the
     root's value; None when the plan's shapes do not allow this group (a member of another shape)."""
-    shape = shapes[group.root.name]
-    if None in shape or any(shapes[m.name] != shape for m in group.members):
+    body = group.elementwise
+    shape = shapes[body[-1].name]
+    if None in shape or any(shapes[m.name] != shape for m in body):
         return None
     names = {m.name for m in group.members}
     inputs, index = [], {}
-    for member in group.members:
+    for member in body:
         for name in member.inputs:
             if name not in names and name not in index:
                 index[name] = len(inputs)
                 inputs.append(name)
-    refs = {m.name: ("t", k) for k, m in enumerate(group.members)}
+    refs = {m.name: ("t", k) for k, m in enumerate(body)}
     members = [(scalar_of(m), tuple(refs.get(n, index.get(n)) for n in m.inputs),
-                "bool_" if m.dtype == np.bool_ else m.dtype.name) for m in group.members]
+                "bool_" if m.dtype == np.bool_ else m.dtype.name) for m in body]
     dtype, size = group.root.dtype, math.prod(shape)
     single = tuple(i for i, name in enumerate(inputs) if math.prod(shapes[name]) == 1)
     flat = all(contiguous[name] and (shapes[name] == shape or i in single) for i, name in enumerate(inputs))
@@ -139,9 +171,38 @@ def runner(group, shapes, contiguous):
         # Measured: the 4-D strided loop over broadcast or transposed inputs ran 2-5x slower than the ops
         # one by one (tanh(h + bias) on (256, 512): 1019 us fused, 187 us not), so such groups run unfused.
         return None
+    if group.reduction is not None:
+        if size == 0:
+            return None
+        kernel = fused_kernels.load(fused_kernels.reduction_source(members, len(inputs), single))
+        mean = group.reduction.op == "mean"
+        return inputs, _reduction_runner(kernel, shapes[group.root.name], dtype, size, mean)
     kernel = fused_kernels.load(fused_kernels.source(members, len(inputs), single))
     threshold = min(getattr(get_op(m.op).kernel, "threshold", math.inf) for m in group.members)
     return inputs, _flat_runner(kernel, shape, dtype, size, threshold)
+
+
+def _reduction_runner(kernel, shape, dtype, size, mean):
+    """The sum (or mean) of the values, in the order and types of the unfused reduction's kernel
+    (graphview/ops/reduce.py's sum_kernel through reduce3: float64 accumulation, pairwise, chunks summed
+    in turn on threads above PARALLEL_THRESHOLD)."""
+    zero = np.float64(0)
+    scale = np.float64(1.0 / size) if mean else zero + 1
+    spans = list(chunks(size)) if size >= PARALLEL_THRESHOLD and WORKERS > 1 else None
+
+    def run_reduction(*arrays):
+        if spans is None:
+            value = kernel(*arrays, 0, size, zero) * scale
+        else:
+            parts = [pool().submit(kernel, *arrays, lo, hi, zero) for lo, hi in spans]
+            total = zero
+            for part in parts:
+                total += part.result()
+            value = total * scale
+        out = np.empty(shape, dtype)
+        out[...] = value
+        return out
+    return run_reduction
 
 
 def _flat_runner(kernel, shape, dtype, size, threshold):

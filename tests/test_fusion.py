@@ -275,3 +275,59 @@ def test_explain_lists_no_group_that_a_bias_row_keeps_from_fusing():
     assert "fused" not in g.explain([y])
     z = g.math.tanh(h * 2.0)
     assert any(line.split()[0] == "fused" for line in g.explain([z]).splitlines())
+
+
+# --- a trailing whole-array reduction -----------------------------------------------------------------
+
+@pytest.mark.parametrize("size", [1, 128, 1000, 2 ** 18 + 7], ids=["one", "one block", "blocks", "threaded"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_a_whole_sum_or_mean_after_a_group_sums_its_values_unstored_and_bit_for_bit(reduction, dtype, size):
+    g = gv.Graph()
+    a, b = g.placeholder("a", (size,), dtype), g.placeholder("b", (size,), dtype)
+    loss = getattr(g.math, reduction)(g.nn.relu(a * b + 0.5))
+    rng = np.random.default_rng(size)
+    feeds = {"a": rng.normal(size=size).astype(dtype), "b": rng.normal(size=size).astype(dtype)}
+    fused, plain, plan = run_both(g, feeds, [loss])
+    assert plan.fused == 3                          # mul, add and relu folded into the sum's kernel
+    assert fused[loss.name].dtype == np.dtype(dtype) and fused[loss.name].shape == ()
+    assert fused[loss.name].tobytes() == plain[loss.name].tobytes()
+    reference = getattr(np, reduction)(np.maximum(feeds["a"].astype(np.float64) * feeds["b"] + 0.5, 0))
+    np.testing.assert_allclose(fused[loss.name], reference, rtol=1e-5 if dtype == "float32" else 1e-12)
+    assert f"fused    {loss.name} in one generated kernel, 4 ops: mul " in g.explain([loss])
+
+
+def test_a_single_op_before_a_sum_fuses_with_it_and_keepdims_keeps_the_shape():
+    g = gv.Graph()
+    x = g.placeholder("x", (4, 5))
+    total = g.math.sum(g.math.square(x), axis=(0, 1), keepdims=True)
+    fused, plain, plan = run_both(g, {"x": np.arange(20.0).reshape(4, 5)}, [total])
+    assert plan.fused == 1 and fused[total.name].shape == (1, 1)
+    assert np.array_equal(fused[total.name], plain[total.name]) and fused[total.name][0, 0] == 2470.0
+
+
+def test_partial_reductions_requested_values_and_integer_values_do_not_fuse_a_reduction():
+    g = gv.Graph()
+    x = g.placeholder("x", (3, 4))
+    rows = g.math.sum(g.math.exp(x) * 2.0, axis=1)                  # not the whole array
+    kept = g.math.exp(x) + 1.0
+    whole = g.math.sum(kept)                                        # kept is also requested
+    counted = g.math.sum(g.math.cast(x * 3.0, "int64") + 1)         # integer values
+    feeds = {"x": np.linspace(-1, 1, 12).reshape(3, 4)}
+    fused, plain, plan = run_both(g, feeds, [rows, kept, whole, counted])
+    groups = executor_of(g).groups([rows.name, kept.name, whole.name, counted.name])
+    assert groups and all(group.reduction is None for group in groups)
+    for name in (rows.name, kept.name, whole.name, counted.name):
+        assert np.array_equal(fused[name], plain[name])
+
+
+def test_a_reduction_is_not_fused_past_an_in_place_write_of_an_input_of_the_group():
+    g = gv.Graph()
+    a = g.placeholder("a", (3,))
+    base = g.math.add(a, 0.0)
+    values = base * 2.0                                             # reads base before the write
+    written = g.add_(g.create_view(base, gv.all()), 10.0)
+    total = g.math.sum(values)
+    result = total + g.math.sum(written)
+    fused, plain, _ = run_both(g, {"a": np.array([1.0, 2.0, 3.0])}, [result])
+    assert fused[result.name] == plain[result.name] == 12.0 + 36.0

@@ -4,7 +4,8 @@
     python benchmarks/bench_fusion.py [--repeats 7] [--cold]
 
 1. ``relu(a*b + c)`` on 10^7 float64 (threads as the element-wise kernels use them; the hand loop is
-   one thread): graphview fused, unfused, NumPy eager, the hand loop.
+   one thread): graphview fused, unfused, NumPy eager, the hand loop; and ``sum(relu(a*b + c))``, the
+   group with a trailing reduction, against unfused and NumPy.
 2. The executor chain of bench_core.py (1,000 element-wise ops on 16 elements): time per node, fused
    and unfused, against PyTorch eager's time per op.
 3. The MLP training step of bench_train.py (float32 and float64, batch 256), fusion on and off.
@@ -66,7 +67,23 @@ def relu_axpy(repeats):
     return [("relu(a*b + c), 1e7 float64 (ms)", f"{times['fused'] * 1e3:.1f}", f"{times['unfused'] * 1e3:.1f}",
              f"NumPy {times['numpy'] * 1e3:.1f} (x{times['numpy'] / times['fused']:.2f}); hand @njit "
              f"{times['hand'] * 1e3:.1f} (fused/hand {times['fused'] / times['hand']:.2f})",
-             ">= 3x NumPy, within 10% of the hand loop")]
+             ">= 3x NumPy, within 10% of the hand loop")] + summed(feeds, repeats)
+
+
+def summed(feeds, repeats):
+    """``sum(relu(a*b + c))``: the group with its trailing reduction, the values never stored."""
+    g = gv.Graph("relu-axpy-sum")
+    total = g.math.sum(g.nn.relu(g.placeholder("a", (BIG,)) * g.placeholder("b", (BIG,)) + g.placeholder("c", (BIG,))))
+    a, b, c = feeds["a"], feeds["b"], feeds["c"]
+    fused = switched(True, lambda: g.output(feeds, [total]))()[total.name]
+    assert fused == switched(False, lambda: g.output(feeds, [total]))()[total.name]    # bit for bit
+    times = {
+        "fused": best_time(switched(True, lambda: g.output(feeds, [total])), repeats),
+        "unfused": best_time(switched(False, lambda: g.output(feeds, [total])), repeats),
+        "numpy": best_time(lambda: np.sum(np.maximum(a * b + c, 0)), repeats),
+    }
+    return [("sum(relu(a*b + c)), 1e7 float64 (ms)", f"{times['fused'] * 1e3:.1f}", f"{times['unfused'] * 1e3:.1f}",
+             f"NumPy {times['numpy'] * 1e3:.1f} (x{times['numpy'] / times['fused']:.2f})", "a win over unfused")]
 
 
 def chain(repeats):

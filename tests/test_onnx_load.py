@@ -28,6 +28,11 @@ def model(nodes, feeds, inits=None, outputs=("y",), opset=17, symbolic=()):
     outs = [oh.make_value_info(name, oh.make_tensor_type_proto(TensorProto.FLOAT, None)) for name in outputs]
     graph = oh.make_graph(nodes, "test", inputs, outs,
                           [numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
+    return with_inferred_outputs(graph, opset)
+
+
+def with_inferred_outputs(graph, opset):
+    """The model of an onnx.helper graph at ``opset``, its outputs typed by onnx's shape inference."""
     proto = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
     proto.ir_version = min(proto.ir_version, 10)
     for out in proto.graph.output:

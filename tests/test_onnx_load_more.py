@@ -16,6 +16,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper as oh, numpy_helper  # noqa: E402
 from test_onnx_export import CASES, IMAGE_CASES, build_case  # noqa: E402  (tests/ is on the path)
+from test_onnx_load import with_inferred_outputs  # noqa: E402
 
 F32 = np.float32
 R = np.random.default_rng(11)
@@ -26,14 +27,7 @@ def helper_model(nodes, inputs, outputs, inits=(), opset=17):
     infos = [oh.make_tensor_value_info(n, oh.np_dtype_to_tensor_dtype(np.dtype(t)), d) for n, (t, d) in inputs.items()]
     outs = [oh.make_value_info(name, oh.make_tensor_type_proto(TensorProto.FLOAT, None)) for name in outputs]
     graph = oh.make_graph(nodes, "more", infos, outs, [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    proto = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
-    proto.ir_version = min(proto.ir_version, 10)
-    for out in proto.graph.output:
-        out.type.tensor_type.ClearField("elem_type")
-    inferred = onnx.shape_inference.infer_shapes(proto)
-    del proto.graph.output[:]
-    proto.graph.output.extend(inferred.graph.output)
-    return proto
+    return with_inferred_outputs(graph, opset)
 
 
 def both(proto, feeds):

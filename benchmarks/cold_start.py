@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -105,10 +106,12 @@ def load():
     return os.getloadavg()[0]
 
 
-def cache_env():
+def cache_env(folders):
+    """The environment with two new empty cache folders (appended to ``folders``, removed at the end)."""
     env = dict(os.environ)
     env["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="cold-numba-")
     env["GRAPHVIEW_CACHE_DIR"] = tempfile.mkdtemp(prefix="cold-graphview-")
+    folders += [env["NUMBA_CACHE_DIR"], env["GRAPHVIEW_CACHE_DIR"]]
     return env
 
 
@@ -152,18 +155,25 @@ def main():
     if args.child:
         child(args.child)
         return 0
-    if args.cli:
-        seconds, cpu, code = timed([GRAPHVIEW, "gradcheck", "--quiet"], cache_env())
-        print(f"cold `graphview gradcheck --quiet`: {seconds:.1f} s, {cpu:.1f} s CPU (exit {code}, load {load():.2f})")
-    env = cache_env()
-    path = args.json or os.path.join(env["GRAPHVIEW_CACHE_DIR"], "record.json")
-    seconds, cpu, code = timed([sys.executable, os.path.abspath(__file__), "--child", path], env)
-    print(f"cold op suite with the compile listener: {seconds:.1f} s, {cpu:.1f} s CPU (exit {code}, load {load():.2f})")
-    warm, cpu, code = timed([GRAPHVIEW, "gradcheck", "--quiet"], env)
-    print(f"warm `graphview gradcheck --quiet` (same caches): {warm:.1f} s, {cpu:.1f} s CPU "
-          f"(exit {code}, load {load():.2f})\n")
-    with open(path, encoding="utf-8") as stream:
-        report(json.load(stream), args.top, args.signatures)
+    folders = []
+    try:
+        if args.cli:
+            seconds, cpu, code = timed([GRAPHVIEW, "gradcheck", "--quiet"], cache_env(folders))
+            print(f"cold `graphview gradcheck --quiet`: {seconds:.1f} s, {cpu:.1f} s CPU "
+                  f"(exit {code}, load {load():.2f})")
+        env = cache_env(folders)
+        path = args.json or os.path.join(env["GRAPHVIEW_CACHE_DIR"], "record.json")
+        seconds, cpu, code = timed([sys.executable, os.path.abspath(__file__), "--child", path], env)
+        print(f"cold op suite with the compile listener: {seconds:.1f} s, {cpu:.1f} s CPU "
+              f"(exit {code}, load {load():.2f})")
+        warm, cpu, code = timed([GRAPHVIEW, "gradcheck", "--quiet"], env)
+        print(f"warm `graphview gradcheck --quiet` (same caches): {warm:.1f} s, {cpu:.1f} s CPU "
+              f"(exit {code}, load {load():.2f})\n")
+        with open(path, encoding="utf-8") as stream:
+            report(json.load(stream), args.top, args.signatures)
+    finally:
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 

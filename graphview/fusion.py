@@ -164,6 +164,8 @@ def runner(group, shapes, contiguous):
     refs = {m.name: ("t", k) for k, m in enumerate(body)}
     members = [(scalar_of(m), tuple(refs.get(n, index.get(n)) for n in m.inputs),
                 "bool_" if m.dtype == np.bool_ else m.dtype.name) for m in body]
+    if any(None in shapes[name] for name in inputs):
+        return None                                     # a size known only when the step runs
     dtype, size = group.root.dtype, math.prod(shape)
     single = tuple(i for i, name in enumerate(inputs) if math.prod(shapes[name]) == 1)
     flat = all(contiguous[name] and (shapes[name] == shape or i in single) for i, name in enumerate(inputs))

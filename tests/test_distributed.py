@@ -259,3 +259,27 @@ def test_init_without_mpiexec_is_a_one_process_world():
 def test_data_parallel_refuses_bad_arguments(arguments, message):
     with pytest.raises(gv.distributed.DistributedError, match=message):
         gv.distributed.DataParallel(gv.distributed.LocalWorld(), **arguments)
+
+
+def test_a_world_without_the_non_blocking_collectives_is_refused_when_data_parallel_is_made():
+    class OldWorld:
+        rank, size = 0, 2
+
+        def allreduce_(self, array):
+            return array
+    with pytest.raises(gv.distributed.DistributedError, match=r"it has no start_allreduce_, progress_, wait_, "):
+        gv.distributed.DataParallel(OldWorld())
+
+
+def test_after_a_step_fails_with_collectives_running_the_world_refuses_to_train_on():
+    parallel = gv.distributed.DataParallel(gv.distributed.LocalWorld())
+    g = mlp()
+    parallel.start(g, ["w1", "b1", "w2", "b2"], gv.SGD(0.1))
+    finished = parallel.exchange(1.0)
+    parallel.failed(finished, ValueError("nothing was running"))          # no collective running: fine
+    running = parallel.exchange(1.0)
+    running.handles.append(object())                                      # as a started all-reduce
+    parallel.failed(running, ValueError("boom"))
+    with pytest.raises(gv.distributed.DistributedError, match=r"rank 0 of 1: an earlier step failed with "
+                       r"collectives still running \(ValueError: boom\); the ranks' collectives are out of step"):
+        parallel.exchange(1.0)

@@ -331,3 +331,18 @@ def test_a_reduction_is_not_fused_past_an_in_place_write_of_an_input_of_the_grou
     result = total + g.math.sum(written)
     fused, plain, _ = run_both(g, {"a": np.array([1.0, 2.0, 3.0])}, [result])
     assert fused[result.name] == plain[result.name] == 12.0 + 36.0
+
+
+def test_a_group_reading_a_value_whose_size_is_known_only_at_run_time_runs_unfused_and_right():
+    g = gv.Graph()
+    x = g.placeholder("x", (4, 6))
+    rows = g.create_view(x, g.placeholder("rows", (7,), "int64"))    # (None, 6) until it runs
+    weights = g.constant("w", np.linspace(0.5, 2.0, 24).reshape(4, 6))
+    total = g.math.sum(rows * weights)                                # (4, 6) by broadcasting
+    shifted = g.math.exp(rows * weights) + 1.0
+    base = np.arange(24.0).reshape(4, 6)
+    feeds = {"x": base, "rows": gv.interval(0, 4)}
+    fused, plain, plan = run_both(g, feeds, [total, shifted])
+    assert plan.fused == 0
+    assert fused[total.name] == plain[total.name] == np.sum(base * np.linspace(0.5, 2.0, 24).reshape(4, 6))
+    assert np.array_equal(fused[shifted.name], plain[shifted.name])

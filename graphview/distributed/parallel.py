@@ -28,6 +28,8 @@ from graphview.errors import GraphviewError
 from graphview.variable import Kind
 
 BUCKET_BYTES = 256 * 1024       # segment size of the gradient all-reduce (see DataParallel)
+WORLD_METHODS = ("allreduce_", "start_allreduce_", "progress_", "wait_", "reduce_scatter_", "allgather_",
+                 "broadcast_", "allgather_object")
 
 
 class DataParallel:
@@ -42,8 +44,10 @@ class DataParallel:
     def __init__(self, world=None, sharded_update=False, timeout=None, check_weights=False, loss_reduction="mean",
                  bucket_bytes=BUCKET_BYTES):
         self.world = world if world is not None else init()
-        if not hasattr(self.world, "allreduce_"):
-            raise DistributedError(f"DataParallel: expected a world from gv.distributed.init(), got {world!r}")
+        missing = [name for name in WORLD_METHODS if not hasattr(self.world, name)]
+        if missing:
+            raise DistributedError(f"DataParallel: expected a world from gv.distributed.init(), got {world!r} "
+                                   f"(it has no {', '.join(missing)})")
         if timeout is not None:
             self.world.timeout = checked_timeout(timeout)
         for label, flag in (("sharded_update", sharded_update), ("check_weights", check_weights)):
@@ -57,6 +61,7 @@ class DataParallel:
         self.loss_reduction = loss_reduction
         self.bucket_bytes = int(bucket_bytes)
         self.layout = None
+        self.broken = None                  # why this world cannot train on (a step failed mid-way)
         self.chunk_state = {}
         self.watch_iterations = True        # fit sets it: whether rank 0's listeners act within an epoch
 
@@ -161,8 +166,17 @@ class DataParallel:
 
     def exchange(self, weight):
         """This step's gradient exchange: pass its ``arrived`` as the GradientStep's ``ready``, then call
-        ``finish`` with the step's gradients (``update`` does both when not given one)."""
+        ``finish`` with the step's gradients (``update`` does both when not given one). Refused after a
+        step that failed with collectives still running: the ranks' collectives are then out of step."""
+        if self.broken:
+            raise DistributedError(f"rank {self.rank} of {self.size}: {self.broken}; the ranks' collectives are "
+                                   "out of step, so this world cannot train on (start the job again)")
         return Exchange(self, weight)
+
+    def failed(self, exchange, error):
+        """Note a step that raised ``error`` while ``exchange`` had collectives running (fit calls it)."""
+        if exchange.handles:
+            self.broken = f"an earlier step failed with collectives still running ({type(error).__name__}: {error})"
 
     def update(self, updater, graph, gradients, weight, exchange=None):
         """Combine the ranks' gradients (each weighted by ``weight``) and apply one update everywhere."""

@@ -141,15 +141,19 @@ def _parallel_step(graph, batch, config, validation, step, op_listeners, epoch, 
     if validation is not None:
         validation.check()
     exchange = parallel.exchange(parallel.weight(rows, total))
-    if rows:                                # the gradients' all-reduce starts during the backward pass
-        loss, gradients = step(config.feeds(graph, local), op_listeners, step=updater.iteration,
-                               commit_state=False, stream=parallel.rank, ready=exchange.arrived)
-    else:                                   # fewer rows than ranks: this rank adds nothing to the step
-        loss, gradients = 0.0, {}
-    exchange.finish(gradients)
-    state = {name: step.new_state.get(name) if rows else None for name, _ in step.state}
-    parallel.start_tail(exchange, graph, loss, rows, total, state)
-    loss = parallel.finish_tail(exchange, graph, state)       # waits for every collective of the step
+    try:
+        if rows:                            # the gradients' all-reduce starts during the backward pass
+            loss, gradients = step(config.feeds(graph, local), op_listeners, step=updater.iteration,
+                                   commit_state=False, stream=parallel.rank, ready=exchange.arrived)
+        else:                               # fewer rows than ranks: this rank adds nothing to the step
+            loss, gradients = 0.0, {}
+        exchange.finish(gradients)
+        state = {name: step.new_state.get(name) if rows else None for name, _ in step.state}
+        parallel.start_tail(exchange, graph, loss, rows, total, state)
+        loss = parallel.finish_tail(exchange, graph, state)   # waits for every collective of the step
+    except BaseException as error:
+        parallel.failed(exchange, error)
+        raise
     if config.terminate_on_nan and not math.isfinite(loss):
         raise _non_finite(loss, updater.iteration + 1, epoch, batches_done + 1)
     if step.state:

@@ -14,7 +14,7 @@ import sys
 import time
 import traceback
 
-from graphview import __version__, cli_report, opsuite, registry
+from graphview import __version__, cli_report, cli_suite, opsuite, registry
 from graphview.adr.cli import register as add_adr_command
 from graphview.cli_progress import activity, shown
 from graphview.distributed.comm import init, launched
@@ -120,6 +120,8 @@ def build_parser():
     check.add_argument("--loss", metavar="NAME", help="for a graph without a loss (an ONNX model): check the sum "
                        "of output NAME (default for an ONNX model: its first output)")
     check.add_argument("--ops", type=_names, metavar="NAME,...", help="only these ops (built-in suite only)")
+    check.add_argument("--jobs", type=_positive(int), metavar="N", help="processes sharing the op suite's "
+                       "families (default: one per core and per 200 samples, at most 8; built-in suite only)")
     check.add_argument("--max-failures", type=_non_negative(int), default=DEFAULT_MAX_FAILURES, metavar="N",
                        help="list at most N failures per variable in --json and --junit, then their count "
                             f"(default {DEFAULT_MAX_FAILURES})")
@@ -411,13 +413,18 @@ def _check_suite(args, options):
         raise UsageError(f"graphview gradcheck: error: {error}") from error
     rows, cases = opsuite.plan(definitions)
     start = time.perf_counter()
+    jobs = cli_suite.jobs_for(args.jobs, cases, options)
     with _progress(args, "gradcheck ops", total=len(cases), unit="sample") as bar:
-        for case, sample in cases:
-            bar.doing(f"{case.op}[{case.index}]")
-            opsuite.run_case(case, sample, options)
-            bar.update()
-            if options.get("exit_on_first_failure") and case.status in ("failed", "error"):
-                break
+        if jobs > 1:
+            bar.doing(f"{jobs} processes")
+            cli_suite.run(cases, options, jobs, args.imports, bar.update)
+        else:
+            for case, sample in cases:
+                bar.doing(f"{case.op}[{case.index}]")
+                opsuite.run_case(case, sample, options)
+                bar.update()
+                if options.get("exit_on_first_failure") and case.status in ("failed", "error"):
+                    break
     for case, _ in cases:
         if case.status == "pending":
             case.status, case.reason = "skipped", "not run: --exit-on-first-failure stopped the suite"

@@ -105,3 +105,34 @@ def test_a_graph_with_nothing_to_check_is_an_input_error(capsys, reviewed):
 
 
 # --- review: the README's console example runs as shown ----------------------------------------------
+
+
+def _without_times(document):
+    """A suite report with its run times left out (they differ run to run)."""
+    text = json.dumps(document, sort_keys=True)
+    return json.loads(text, object_hook=lambda d: {k: v for k, v in d.items() if "seconds" not in k and k != "time"})
+
+
+def test_the_op_suite_on_several_processes_reports_what_one_process_reports(tmp_path):
+    # Families shared among worker processes (each compiles its own kernels); an op declared in this
+    # process only is unknown to the workers and is checked here.
+    if "test_cli_local_double" not in registry.ops():
+        gv.defop("test_cli_local_double", shape=lambda x: x, kernel=lambda x, out: np.multiply(x, 2.0, out=out),
+                 vjp=lambda grad, out, x: (grad * 2.0,), reference=lambda x: 2 * x,
+                 samples=lambda: [gv.Sample((np.linspace(-1, 1, 5),))])
+    ops = "tanh,sum,max_pool2d,layer_norm,test_cli_local_double"
+    documents = []
+    for jobs in ("1", "3"):
+        path = tmp_path / f"suite{jobs}.json"
+        assert main(["gradcheck", "--ops", ops, "--jobs", jobs, "--quiet", "--json", str(path)]) == 0
+        documents.append(json.loads(path.read_text()))
+    assert _without_times(documents[0]) == _without_times(documents[1])
+    rows = {row["op"]: row for row in documents[1]["ops"]}
+    assert set(rows) == set(ops.split(",")) and all(row["status"] == "ok" for row in rows.values())
+    assert rows["test_cli_local_double"]["passed"] == 1 and rows["max_pool2d"]["passed"] > 1
+    assert len(documents[1]["cases"]) == sum(row["samples"] for row in rows.values())
+
+
+def test_jobs_must_be_a_positive_count(capsys):
+    assert main(["gradcheck", "--ops", "tanh", "--jobs", "0"]) == 2
+    assert "--jobs" in capsys.readouterr().err

@@ -31,7 +31,7 @@ from numba import njit
 from numba.core import types
 from numba.extending import intrinsic, register_jitable
 
-from .launch import Copying, Elementwise, Swapped
+from .launch import Elementwise, Swapped
 from .threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
@@ -483,14 +483,13 @@ ge = binary(ge_scalar)
 lt = Swapped("lt_scalar", gt)   # x < y as y > x: one compiled kernel for both
 le = Swapped("le_scalar", ge)
 where = ternary(where_scalar)
-# Copies and safe casts use np.copyto below the threshold (launch.Copying): no kernel per pair of dtypes.
-copy = unary(copy_scalar, kind=Copying, broadcasts=True)
+copy = unary(copy_scalar, broadcasts=True)
 CASTS = {
-    np.dtype(np.float32): unary(to_float32_scalar, kind=Copying, broadcasts=True),
-    np.dtype(np.float64): unary(to_float64_scalar, kind=Copying, broadcasts=True),
-    np.dtype(np.int32): unary(to_int32_scalar, kind=Copying, broadcasts=True),
-    np.dtype(np.int64): unary(to_int64_scalar, kind=Copying, broadcasts=True),
-    np.dtype(np.bool_): unary(to_bool_scalar, kind=Copying, broadcasts=True),
+    np.dtype(np.float32): unary(to_float32_scalar, broadcasts=True),
+    np.dtype(np.float64): unary(to_float64_scalar, broadcasts=True),
+    np.dtype(np.int32): unary(to_int32_scalar, broadcasts=True),
+    np.dtype(np.int64): unary(to_int64_scalar, broadcasts=True),
+    np.dtype(np.bool_): unary(to_bool_scalar, broadcasts=True),
 }
 # Unary ops on strided operands of the output's shape go through NumPy copies and their flat form at any
 # size (launch.Elementwise.staged).

@@ -162,44 +162,6 @@ class Elementwise:
         return f"<element-wise kernel {self.name}>"
 
 
-class Copying(Elementwise):
-    """The copy and cast kernels. Below ``threshold`` elements, a conversion NumPy makes safely (one
-    dtype to itself, or to a wider one: bool to any, int to float64 or a wider int, float32 to
-    float64) is ``np.copyto``: the values the kernel would write (a copy, or IEEE conversions rounding
-    to nearest), and no kernel compiled for that pair of dtypes. Other conversions (float to int,
-    narrowing ones), and outputs large enough to be copied on threads, run the kernel."""
-
-    def __init__(self, name, contiguous, strided, threshold, arity, broadcasts=True):
-        super().__init__(name, contiguous, strided, threshold, arity, broadcasts)
-        self.safe = {}
-        kernel = self.contiguous
-
-        def contiguous(a, out, lo, hi):
-            if lo == 0 and hi == out.size and self.numpy_copies(a, out):
-                return
-            kernel(a, out, lo, hi)
-        self.contiguous = contiguous
-
-    def numpy_copies(self, a, out):
-        """Copy ``a`` into ``out`` with NumPy when it may (see the class); whether it did."""
-        key = (a.dtype, out.dtype)
-        safe = self.safe.get(key)
-        if safe is None:
-            safe = self.safe[key] = bool(np.can_cast(a.dtype, out.dtype, "safe"))
-        if not safe or out.size >= self.threshold:
-            return False
-        writable(out)
-        if a.ndim > out.ndim:   # leading axes of size 1 (a flat broadcast): NumPy broadcasting does not drop them
-            a = a.reshape(a.shape[a.ndim - out.ndim:]) if a.size != 1 else a.reshape(())
-        np.copyto(out, a, casting="safe")
-        return True
-
-    def __call__(self, a, out):
-        if self.numpy_copies(a, out):
-            return out
-        return super().__call__(a, out)
-
-
 class Swapped(Elementwise):
     """A comparison computed by another with its operands exchanged: ``lt(a, b, out)`` is
     ``gt(b, a, out)``, ``le`` is ``ge`` (``x < y`` is ``y > x`` for every pair of values, NaN

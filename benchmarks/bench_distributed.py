@@ -4,7 +4,8 @@
 
 Launches its own jobs, with OPENBLAS_NUM_THREADS=1 so each rank computes on one core: a plain process
 training without data_parallel (one rank), then ``mpiexec -n 2`` with ``DataParallel`` in both update
-modes, and the all-reduce mode once more without overlap (one segment, started after the backward pass)
+modes, and the all-reduce mode once more without overlap (one segment, started when the backward
+pass's last gradient arrives)
 (the mpiexec next to this Python: the ``distributed`` extra). The model is the digits CNN of
 examples/cnn_digits.py (``--model cnn``, the default: two 3x3 convolutions, batch norm, max pooling,
 dropout, dense; float32, Adam) or an MLP 64-H-H-10 (``--model mlp``), on random digit-sized inputs,

@@ -290,7 +290,8 @@ class Bucket:
 
 class Layout:
     """The trainable variables' places in one bucket per dtype, in ``names``' order, and the buckets cut
-    into segments of at least ``segment_bytes`` (whole variables), ordered by their first variable."""
+    into segments of whole variables, each of at least ``segment_bytes`` but a bucket's last, ordered by
+    their first variable."""
 
     def __init__(self, graph, names, size, segment_bytes):
         self.names = names

@@ -12,6 +12,8 @@ The verdicts and figures are those of a run in one process: each case is checked
 import concurrent.futures
 import multiprocessing
 import os
+import sys
+import types
 
 from graphview import opsuite, registry
 from graphview.distributed import comm
@@ -47,8 +49,17 @@ def run(cases, options, jobs, imports, done):
     groups = families(cases)
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(min(jobs, len(groups)), mp_context=context) as pool:
-        futures = {pool.submit(_worker, [(case.op, case.index) for case, _ in group], options, list(imports)): group
-                   for group in groups}
+        # A spawned process imports the caller's main module first (as __mp_main__), and a script that calls
+        # graphview.cli.main() without an ``if __name__ == "__main__"`` guard would run again in each
+        # worker. The workers need nothing from it, so they are started (at the submits) while an empty
+        # module stands in for it.
+        caller = sys.modules["__main__"]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            futures = {pool.submit(_worker, [(case.op, case.index) for case, _ in group], options, list(imports)):
+                       group for group in groups}
+        finally:
+            sys.modules["__main__"] = caller
         for future in concurrent.futures.as_completed(futures):
             group = futures[future]
             for (case, sample), found in zip(group, future.result()):

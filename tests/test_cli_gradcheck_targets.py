@@ -1,6 +1,7 @@
 """The gradient-check command on a user's module: a wrong unbroadcast, NaN tolerances, targets found
 in the current folder, targets that exit or give nothing to check."""
 import json
+import subprocess
 import sys
 import textwrap
 
@@ -136,3 +137,13 @@ def test_the_op_suite_on_several_processes_reports_what_one_process_reports(tmp_
 def test_jobs_must_be_a_positive_count(capsys):
     assert main(["gradcheck", "--ops", "tanh", "--jobs", "0"]) == 2
     assert "--jobs" in capsys.readouterr().err
+
+
+def test_a_script_calling_main_without_a_main_guard_shares_the_suite_cleanly(tmp_path):
+    # Spawned workers would import an unguarded script again and run its main() call in each of them.
+    script = tmp_path / "unguarded.py"
+    script.write_text("import sys\nfrom graphview.cli import main\n"
+                      "sys.exit(main(['gradcheck', '--ops', 'tanh,sum', '--jobs', '2', '--quiet']))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.count("PASSED: gradient checks of 2 ops") == 1

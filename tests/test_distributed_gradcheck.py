@@ -5,10 +5,8 @@ process gives, figure for figure. tests/distributed_scripts/gradcheck_shares.py 
 The mpiexec tests need mpi4py and the mpiexec next to this Python (the ``distributed`` extra); without
 them they are skipped with the reason.
 """
-import importlib.util
 import json
 import os
-import pathlib
 import subprocess
 import sys
 import time
@@ -17,13 +15,9 @@ import pytest
 
 import graphview as gv
 
-SCRIPTS = pathlib.Path(__file__).resolve().parent / "distributed_scripts"
-ROOT = SCRIPTS.parents[1]
-MPIEXEC = pathlib.Path(sys.executable).parent / "mpiexec"
-HAVE_MPI = importlib.util.find_spec("mpi4py") is not None and MPIEXEC.exists()
-pytestmark = pytest.mark.skipif(not HAVE_MPI, reason="needs mpi4py and the mpiexec next to sys.executable "
-                                                     "(pip install graphview[distributed])")
-TIMEOUT = 120  # seconds for one job on a loaded machine; a hang fails the test instead
+from test_distributed import MPIEXEC, ROOT, SCRIPTS, TIMEOUT, needs_mpi
+
+pytestmark = needs_mpi
 # One thread everywhere: the one-process reference and the ranks run the same kernels the same way.
 ENVIRONMENT = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1",
                    PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))

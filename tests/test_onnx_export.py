@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 import graphview as gv
-from graphview import layers as L
 ex = importlib.import_module("graphview.onnx.export")   # the module: gv.onnx.export is its function
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
+import cnn_digits  # noqa: E402
 import mlp  # noqa: E402
 import sequence_digits  # noqa: E402
 import train_digits  # noqa: E402
@@ -72,14 +72,7 @@ def test_digits_mlp_example(dtype):
 def cnn(dtype, seed=0):
     """examples/cnn_digits.py's model (conv, relu, batch norm with trained-looking running stats, max pool,
     flatten, dropout, dense)."""
-    g = gv.Graph("cnn")
-    x = g.placeholder("x", (None, 1, 8, 8), dtype)
-    model = gv.Sequential([
-        L.Conv2D(16, 3, padding="same"), L.ReLU(),
-        L.Conv2D(32, 3, padding="same"), L.BatchNorm(), L.ReLU(), L.MaxPool2D(2),
-        L.Flatten(), L.Dropout(0.25), L.Dense(10),
-    ], name="net", seed=seed)
-    logits = model(x)
+    g, logits = cnn_digits.build_cnn(dtype, seed)
     r = np.random.default_rng(seed)
     g.set_value("net/batch_norm/running_mean", r.normal(0, 0.1, 32).astype(dtype))
     g.set_value("net/batch_norm/running_var", r.uniform(0.5, 2.0, 32).astype(dtype))

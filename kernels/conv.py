@@ -374,22 +374,3 @@ def conv_backward_weight(x, gy, sh, sw, ph, pw, dh, dw, groups, out):
             for c in range(cg):
                 for t in range(kh * kw):
                     out2[g * og + o, c * kh * kw + t] = total[o, t * cg + c]
-
-
-@njit(**JIT)
-def channel_sums(y3, out):
-    """out[c] = the sum of y3[:, c, :] (y3 C-contiguous (outer, channels, inner)), accumulated in float64:
-    the rows added column by column first (an element-wise loop, which vectorizes), then the columns."""
-    outer, channels, inner = y3.shape
-    acc = np.empty(inner)
-    for c in range(channels):
-        for p in range(inner):
-            acc[p] = 0.0
-        for n in range(outer):
-            row = y3[n, c]
-            for p in range(inner):
-                acc[p] += row[p]
-        total = 0.0
-        for p in range(inner):
-            total += acc[p]
-        out[c] = total

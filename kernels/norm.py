@@ -13,12 +13,12 @@ JIT = dict(cache=True, nogil=True, error_model="numpy")
 
 
 @njit(**JIT)
-def channel_moments(x, mean, var):
-    """Per channel (middle axis): ``mean`` and the biased variance ``var`` (float64), NaN when empty. Each
-    sum adds the rows column by column into ``acc`` (inner,) first, an element-wise loop that vectorizes
-    where a running scalar sum, without fastmath, would not; then acc's entries are summed."""
+def channel_sums(x, out):
+    """out[c] = the sum of x[:, c, :] (x C-contiguous (outer, channels, inner)), accumulated in float64:
+    the rows added column by column into a buffer first (an element-wise loop, which vectorizes where a
+    running scalar sum, without fastmath, would not), then the buffer's entries summed. A convolution's
+    bias gradient, and the first pass of channel_moments."""
     outer, channels, inner = x.shape
-    count = outer * inner
     acc = np.empty(inner)
     for c in range(channels):
         for k in range(inner):
@@ -30,8 +30,21 @@ def channel_moments(x, mean, var):
         total = 0.0
         for k in range(inner):
             total += acc[k]
+        out[c] = total
+
+
+@njit(**JIT)
+def channel_moments(x, mean, var):
+    """Per channel (middle axis): ``mean`` and the biased variance ``var`` (float64), NaN when empty: the
+    sums by channel_sums, then the squared deviations added the same way (columns first)."""
+    outer, channels, inner = x.shape
+    count = outer * inner
+    channel_sums(x, mean)
+    acc = np.empty(inner)
+    for c in range(channels):
+        m = mean[c] / count if count > 0 else np.nan
+        for k in range(inner):
             acc[k] = 0.0
-        m = total / count if count > 0 else np.nan
         for o in range(outer):
             row = x[o, c]
             for k in range(inner):

@@ -19,6 +19,7 @@ from graphview.registry import defop, public
 from graphview.shapes import format_shape
 from graphview.testing import Sample, transposed
 from graphview_kernels import conv as kernels
+from graphview_kernels import norm as norm_kernels
 
 AXES = ("h", "w")
 
@@ -402,7 +403,7 @@ def _bias_grad_kernel(gy, out, layout="bchw"):
     channels = data.shape[where.channel]
     outer = int(np.prod(data.shape[:where.channel]))
     inner = int(np.prod(data.shape[where.channel + 1:]))
-    kernels.channel_sums(data.reshape(outer, channels, inner), out)
+    norm_kernels.channel_sums(data.reshape(outer, channels, inner), out)
 
 
 def _bias_grad_samples():

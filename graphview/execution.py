@@ -313,7 +313,8 @@ class Executor:
         if config.fusion:
             for group in self.groups(names):
                 lines.append(f"  fused    {group.root.name} in one generated kernel, {len(group.members)} ops: "
-                             f"{group.describe()} (run unfused when listeners watch)")
+                             f"{group.describe()} (when the inputs are C-contiguous; run unfused when "
+                             "listeners watch)")
         for name in names:
             if plan.external(name):
                 lines.append(f"  output   {name} is copied: it shares the buffer of {plan.buffer_of(name)!r}, "

@@ -15,6 +15,7 @@ import zlib
 import numpy as np
 
 from graphview import dtypes
+from graphview.data.sharding import shard_rows
 from graphview.distributed.comm import DistributedError, DistributedTimeoutError
 from graphview.errors import GraphviewError
 from graphview.execution import executor_of
@@ -172,7 +173,7 @@ def shared_differences(world, count, compute, *, stop=None, progress=None):
     start, per_rank = 0, FIRST_ROUND if stop is not None else count
     while start < count:
         total = min(count - start, per_rank * world.size)
-        low, high = (start + total * r // world.size for r in (world.rank, world.rank + 1))
+        low, high = (start + bound for bound in shard_rows(total, world.rank, world.size))
         mine, spent, failure = np.empty(high - low), np.empty(high - low), None
         done = 0
         for position in range(low, high):

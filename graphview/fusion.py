@@ -12,7 +12,9 @@ flat loop over the output, no intermediate buffers (graphview/fused_kernels.py w
 kernel); it declines when the plan's inputs are strided or broadcast after all.
 
 Fused are the ops whose kernel is one of ``graphview_kernels.elementwise``'s (arithmetic, exp/log/...,
-relu, sigmoid, gelu, comparisons, where) without attributes, and ``cast``.
+relu, sigmoid, gelu, comparisons, where) without attributes, and ``cast``; and a whole-array ``sum`` or
+``mean`` that alone reads a group's floating-point value joins the group as its last member, its values
+summed as they are computed in the unfused kernel's order (a trailing reduction).
 """
 import math
 
@@ -23,7 +25,7 @@ from graphview.registry import get as get_op
 from graphview.variable import Kind
 from graphview_kernels import elementwise
 from graphview_kernels.launch import Elementwise
-from graphview_kernels.threads import PARALLEL_THRESHOLD, WORKERS, chunks, pool
+from graphview_kernels.threads import WORKERS, chunks, pool, run_chunked
 
 MAX_MEMBERS = 64          # a longer chain is cut into several kernels (compile time grows with the text)
 # LLVM inlines the scalar functions and vectorizes the loop only while the loop body stays small: past
@@ -190,19 +192,14 @@ def _reduction_runner(kernel, shape, dtype, size, mean):
     in turn on threads above PARALLEL_THRESHOLD)."""
     zero = np.float64(0)
     scale = np.float64(1.0 / size) if mean else zero + 1
-    spans = list(chunks(size)) if size >= PARALLEL_THRESHOLD and WORKERS > 1 else None
 
     def run_reduction(*arrays):
-        if spans is None:
-            value = kernel(*arrays, 0, size, zero) * scale
-        else:
-            parts = [pool().submit(kernel, *arrays, lo, hi, zero) for lo, hi in spans]
-            total = zero
-            for part in parts:
-                total += part.result()
-            value = total * scale
+        parts = run_chunked(lambda lo, hi: kernel(*arrays, lo, hi, zero), size)   # reduce3's chunks
+        total = parts[0]
+        for part in parts[1:]:
+            total += part
         out = np.empty(shape, dtype)
-        out[...] = value
+        out[...] = total * scale
         return out
     return run_reduction
 

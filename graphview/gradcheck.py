@@ -16,7 +16,7 @@ import numpy as np
 
 from graphview import core, dtypes
 from graphview.autodiff import gradient_graph
-from graphview.distributed.comm import current, init, launched
+from graphview.distributed.comm import init, launched
 from graphview.errors import GraphviewError
 from graphview.finite_differences import (Loss, central_difference, float64_copy, projected_difference,
                                           SharedDifferences, relative_error)
@@ -407,7 +407,7 @@ class _Differences:
 def _world(world):
     """The world of several processes to share the check with, or None to check in this process alone."""
     if world is None and launched():
-        world = current() or init()  # the world the program made (its timeout kept), else a new one
+        world = init()               # the world the program made (its timeout kept), else a new one
     if world is not None and not all(hasattr(world, a) for a in ("rank", "size", "allgather_object")):
         raise GraphviewError(f"check_gradients: world must come from gv.distributed.init(), not {world!r}")
     return world if world is not None and world.size > 1 else None

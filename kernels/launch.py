@@ -6,7 +6,7 @@ chunks) and never computes an element itself; the kernels live in
 
 Each form is compiled once per combination of dtypes, whatever the operands'
 rank, layout and read-only flags (:class:`Signatures`): the flat form for 1-D
-C-contiguous arrays (the launcher passes ``a.reshape(-1)``, a view), the strided
+C-contiguous arrays (the launcher passes ``a.ravel()``, a view), the strided
 form for 4-D arrays of any layout, inputs typed read-only and the output
 writable. Every other combination of Numba array types (rank 0 to 4, 'C', 'F'
 or 'A', read-only or not) would be a specialization of its own, compiled on
@@ -91,8 +91,8 @@ def flat(array):
 class Elementwise:
     """A callable ``kernel(*inputs, out)`` choosing the contiguous or strided form.
 
-    ``contiguous(*inputs, out, lo, hi)`` and ``strided(*inputs, out)`` call the two forms directly
-    (C-contiguous operands of any rank, for the first; 4-D views for the second).
+    ``contiguous(*inputs, out, lo, hi)`` calls the flat form directly (C-contiguous operands of any
+    rank); ``flat_form`` and ``strided_form`` are the two compiled forms.
     """
 
     def __init__(self, name, contiguous, strided, threshold, arity, broadcasts=True):
@@ -109,12 +109,6 @@ class Elementwise:
         self.contiguous = _flat_caller(self.flat_form, arity, broadcasts)
         # Unary ops (but the copy itself) stage a strided operand of the output's shape at any size.
         self.staging = False
-
-    def strided(self, *arrays):
-        if any(a.ndim != RANK for a in arrays):
-            raise ValueError(f"{self.name}: the strided form takes {RANK}-D arrays (see four_axis_blocks)")
-        writable(arrays[-1])
-        self.strided_form(tuple(a.dtype for a in arrays))(*arrays)
 
     def __call__(self, *arrays):
         out = arrays[-1]
@@ -182,9 +176,6 @@ class Swapped(Elementwise):
                 a, b, out = a.ravel(), b.ravel(), out.ravel()
             entry(b, a, out, lo, hi)
         self.contiguous = contiguous
-
-    def strided(self, a, b, out):
-        self.kernel.strided(b, a, out)
 
     def __call__(self, a, b, out):
         return self.kernel(b, a, out)

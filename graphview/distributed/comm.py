@@ -209,18 +209,19 @@ def launched():
     return any(name in os.environ for name in _RANK_VARIABLES)
 
 
-def init(timeout=DEFAULT_TIMEOUT, abort_on_error=True):
+def init(timeout=None, abort_on_error=True):
     """The world this process belongs to: an :class:`MPIWorld` under an MPI launcher with more than one
-    process, else a :class:`LocalWorld`. The first call decides; later calls return the same world (with
-    ``timeout`` updated). With several processes and ``abort_on_error``, an uncaught exception on any
-    rank prints ``rank R of N: <traceback>`` and aborts them all."""
+    process, else a :class:`LocalWorld`. The first call decides (``timeout`` default
+    ``DEFAULT_TIMEOUT`` seconds); later calls return the same world, with ``timeout`` updated when one is
+    given. With several processes and ``abort_on_error``, an uncaught exception on any rank prints
+    ``rank R of N: <traceback>`` and aborts them all."""
     global _world
     with _lock:
         if _world is None:
-            _world = _make_world(timeout)
+            _world = _make_world(DEFAULT_TIMEOUT if timeout is None else timeout)
             if _world.size > 1 and abort_on_error:
                 _install_abort(_world)
-        else:
+        elif timeout is not None:
             _world.timeout = checked_timeout(timeout)
         return _world
 

@@ -186,7 +186,7 @@ class DataParallel:
             exchange.finish(gradients)
         if not self.sharded_update:
             exchange.wait()
-            updater.step(graph, {name: layout.gradient(name) for name in layout.names})
+            updater.step(graph, layout.gradients)
         else:
             rate = updater.begin_step()
             for bucket in layout.buckets.values():
@@ -319,6 +319,7 @@ class Layout:
                 if (stop - start) * bucket.dtype.itemsize >= segment_bytes or index == len(bucket.entries) - 1:
                     self.segments.append((members, bucket.buffer[start:stop]))
                     members, start = [], stop
+        self.gradients = {name: self.gradient(name) for name in names}   # views of the buckets, per step
         rank = {name: index for index, name in enumerate(names)}
         self.segments.sort(key=lambda segment: rank[segment[0][0]])
         for index, (members, _) in enumerate(self.segments):

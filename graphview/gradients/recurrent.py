@@ -5,21 +5,10 @@ into it) goes through one backpropagation-through-time op, which gives x's gradi
 for the weight gradients of all steps. The pieces are views, cut by the hidden size only (the weight
 gradients' columns count from the end), so the number of features may be unknown when built.
 """
-from graphview.errors import GraphviewError
 from graphview.ops.recurrent import gru_backward, gru_op, gru_weight_gradients, lstm_backward, lstm_op, \
     lstm_weight_gradients
 from graphview.ops.shape import permute
 from graphview.registry import defvjp
-from graphview.shapes import format_shape
-
-
-def _hidden(op, out, h0, w_hh):
-    """The hidden size, from whichever input knows it."""
-    for size in (w_hh.shape[1], h0.shape[1]):
-        if size is not None:
-            return size
-    raise GraphviewError(f"{op}: the hidden size (w_hh's or h0's second axis) must be known when built to take "
-                         f"gradients; w_hh has shape {format_shape(w_hh.shape)}, h0 {format_shape(h0.shape)}")
 
 
 def _input_gradient(gates, hidden, layout):
@@ -29,7 +18,7 @@ def _input_gradient(gates, hidden, layout):
 
 
 def _lstm(grad, out, x, h0, c0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
-    hidden = _hidden("lstm", out, h0, w_hh)
+    hidden = w_hh.shape[1]                      # static: the forward op refuses an unknown one
     gates = lstm_backward(grad, out, h0, c0, w_hh, w_ih, *lengths)
     weights = lstm_weight_gradients(gates, x, h0, out, layout=layout)   # (4H, F + H + 1)
     bias = weights[:, -1]
@@ -39,7 +28,7 @@ def _lstm(grad, out, x, h0, c0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
 
 
 def _gru(grad, out, x, h0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
-    hidden = _hidden("gru", out, h0, w_hh)
+    hidden = w_hh.shape[1]
     gates = gru_backward(grad, out, h0, w_hh, w_ih, *lengths)
     weights = gru_weight_gradients(gates, x, h0, out, layout=layout)    # (3H, F + H + 2)
     return (_input_gradient(gates, hidden, layout), gates[-1, :, :hidden],

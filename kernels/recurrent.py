@@ -18,15 +18,6 @@ JIT = dict(cache=True, nogil=True, error_model="numpy")
 SMALL = 1_000_000   # OpenBLAS's small-matrix gemm (no packing) for M*N*K <= 100**3: dx's 512x8x512 36 us, not 68
 
 
-@njit(**JIT)
-def first_bad_length(lengths, steps):
-    """The first batch entry whose length is outside [0, steps], or -1."""
-    for b in range(lengths.shape[0]):
-        if lengths[b] < 0 or lengths[b] > steps:
-            return b
-    return -1
-
-
 # --- matrix products on flat row-major storage ------------------------------------------------------
 # np.dot in Numba wants whole contiguous matrices and overwrites its output; numba_xxgemm (Numba's BLAS wrapper, the
 # one np.dot calls, resolved by name so that the cache holds) takes leading dimensions and beta (module docstring).

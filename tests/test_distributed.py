@@ -283,3 +283,13 @@ def test_after_a_step_fails_with_collectives_running_the_world_refuses_to_train_
     with pytest.raises(gv.distributed.DistributedError, match=r"rank 0 of 1: an earlier step failed with "
                        r"collectives still running \(ValueError: boom\); the ranks' collectives are out of step"):
         parallel.exchange(1.0)
+
+
+def test_init_again_without_a_timeout_keeps_the_one_set():
+    world = gv.distributed.init(timeout=7)
+    try:
+        assert gv.distributed.init() is world and world.timeout == 7.0
+        gv.distributed.DataParallel()                    # makes its world with init(): the timeout stays
+        assert world.timeout == 7.0
+    finally:
+        gv.distributed.init(timeout=gv.distributed.comm.DEFAULT_TIMEOUT)

@@ -13,9 +13,9 @@ import math
 import numpy as np
 
 from graphview import indexing
+from graphview.ops.activations import SELU_ALPHA, SELU_SCALE
 
 INT64_MAX, INT64_MIN = (1 << 63) - 1, -(1 << 63)
-SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
 
 class Unsupported(Exception):

@@ -21,7 +21,7 @@ from graphview.shapes import format_shape
 from graphview.testing import Sample, transposed
 from graphview.ops.shape import permute
 from graphview.variable import Variable
-from graphview_kernels import recurrent as kernels
+from graphview_kernels import masked, recurrent as kernels
 
 LAYOUTS = ("btf", "tbf")
 LSTM_SECTIONS, GRU_SECTIONS = 6, 5
@@ -136,7 +136,7 @@ def checked_lengths(op, lengths, batch, steps):
     found = np.ascontiguousarray(lengths[0], dtype=np.int64)
     if found.shape != (batch,):
         raise ExecutionError(f"{op}: lengths have shape {format_shape(found.shape)} for a batch of {batch}")
-    bad = kernels.first_bad_length(found, steps)
+    bad = masked.first_bad_length(found, steps)
     if bad >= 0:
         raise ExecutionError(f"{op}: length {int(found[bad])} of sequence {bad} is outside [0, {steps}] "
                              f"(the time axis has {steps} steps)")

@@ -3,15 +3,18 @@ trip that keeps the trainable variables (constants go out as Constant nodes, not
 import numpy as np
 import pytest
 
+import graphview as gv
+from graphview import layers as L
+from graphview.onnx.export import to_model
 from graphview.onnx.load import load
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
 
 
 @pytest.mark.parametrize("op_type", ["Div", "Pow"])
 def test_integer_div_and_pow_keep_the_integer_dtype_and_truncate(op_type):
-    from onnx import TensorProto, helper
     a = np.array([7, -7, 1, 9], np.int64)
     b = np.array([2, 2, 3, 2], np.int64)
     graph = helper.make_graph([helper.make_node(op_type, ["a", "b"], ["y"])], "int",
@@ -27,9 +30,6 @@ def test_integer_div_and_pow_keep_the_integer_dtype_and_truncate(op_type):
 
 
 def test_a_round_trip_adds_no_trainable_variable():
-    import graphview as gv
-    from graphview import layers as L
-    from graphview.onnx.export import to_model
     g = gv.Graph("rnn")
     x = g.placeholder("x", (None, 5, 3), "float32")
     out = gv.Sequential([L.LSTM(4), L.Dense(2)], name="net", seed=0)(x)    # the LSTM's zero state is a constant
@@ -39,7 +39,6 @@ def test_a_round_trip_adds_no_trainable_variable():
 
 
 def test_a_path_that_cannot_be_written_or_read_is_a_graphview_error(tmp_path):
-    import graphview as gv
     g = gv.Graph()
     y = g.math.exp(g.placeholder("x", (2,)))
     with pytest.raises(gv.onnx.OnnxExportError, match="cannot write the ONNX file"):
@@ -49,7 +48,6 @@ def test_a_path_that_cannot_be_written_or_read_is_a_graphview_error(tmp_path):
 
 
 def test_a_negative_scalar_gather_on_an_axis_of_unknown_size_is_a_view_from_the_end():
-    from onnx import TensorProto, helper
     graph = helper.make_graph(
         [helper.make_node("Gather", ["x", "last"], ["y"], axis=1)], "last-step",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "time", 3])],

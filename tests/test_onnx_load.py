@@ -4,17 +4,26 @@ Every supported op type has a model whose graphview output equals onnxruntime's 
 relative; float64 where onnxruntime has kernels); an MLP, a CNN and an LSTM imported in float64 pass
 gradient checks and train; names are kept; unsupported ops and bad files are refused clearly.
 """
+import io
+import pathlib
 import sys
+import warnings
 
 import numpy as np
 import pytest
 
 import graphview as gv
-from graphview.onnx.load import load
+from graphview.onnx.export import to_model
+from graphview.onnx.load import BUILDERS, MORE_BUILDERS, load
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper as oh, numpy_helper  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
+import cnn_digits  # noqa: E402  (the examples' models)
+import sequence_digits  # noqa: E402
+import train_digits  # noqa: E402
 
 RNG = np.random.default_rng(0)
 F32 = np.float32
@@ -182,7 +191,6 @@ def test_each_op_equals_onnxruntime_float32(case):
 
 
 def test_every_supported_op_type_has_a_case():
-    from graphview.onnx.load import BUILDERS, MORE_BUILDERS
     covered = {n.op_type for case in CASES for n in case[1]}
     covered |= {"Range", "OneHot", *MORE_BUILDERS}    # their cases: test_onnx_roundtrip_masks.py, test_onnx_load_more.py
     assert set(BUILDERS) <= covered, sorted(set(BUILDERS) - covered)
@@ -396,8 +404,6 @@ def test_a_saved_file_loads_as_from_the_model(tmp_path):
 def test_a_pytorch_export_loads_and_equals_pytorch():
     """PyTorch's exporter (Shape/Gather/Concat/Expand for the recurrent states, which are folded)."""
     torch = pytest.importorskip("torch")
-    import io
-    import warnings
 
     torch.manual_seed(0)
 
@@ -450,16 +456,6 @@ def test_shapes_with_unknown_sizes_feed_constant_of_shape_expand_and_reshape():
 
 def test_exported_examples_load_back_with_the_same_outputs():
     """gv.onnx's export then load: the MLP, CNN and sequence (LSTM with lengths) examples."""
-    import pathlib
-    import sys
-
-    from graphview.onnx.export import to_model
-
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
-    import cnn_digits  # noqa: E402
-    import sequence_digits  # noqa: E402
-    import train_digits  # noqa: E402
-
     mlp_graph = train_digits.build_mlp(dtype="float32")
     cnn_graph, cnn_logits = cnn_digits.build_cnn("float32")
     seq_graph, seq_logits = sequence_digits.build_model(hidden=5, dtype="float32")

@@ -33,7 +33,13 @@ import argparse  # noqa: E402  (the thread variables must be set before NumPy lo
 import sys  # noqa: E402
 import time  # noqa: E402
 
+import numba  # noqa: E402
 import numpy as np  # noqa: E402
+
+import graphview as gv  # noqa: E402
+from graphview import registry  # noqa: E402
+from graphview.listeners import ProfilingListener  # noqa: E402
+from graphview.training.step import GradientStep  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import optional, table  # noqa: E402
@@ -88,8 +94,6 @@ def numpy_conv(x, w):
 
 
 def conv_figures(repeats, steps, clock=None):
-    import graphview as gv
-    from graphview import registry
     torch = optional("torch")
     rng = np.random.default_rng(1)
     launch = registry.get("conv2d").kernel
@@ -128,8 +132,6 @@ def conv_figures(repeats, steps, clock=None):
 def graphview_step(listeners=()):
     """The CNN step as fit runs it: a GradientStep (loss and gradients in one executor run), then SGD
     (``listeners`` watch the executor run: the profile below passes a ProfilingListener)."""
-    import graphview as gv
-    from graphview.training.step import GradientStep
     x, y, params = parameters()
     g = gv.Graph("digits-cnn")
     xs = g.placeholder("x", (None, 1, 8, 8), "float32")
@@ -171,7 +173,6 @@ def torch_step(torch):
 
 
 def step_figures(repeats, steps, clock=None):
-    from graphview import registry
     torch = optional("torch")
     if "max_pool2d" not in registry.ops():
         return "digits CNN step: skipped, g.nn.max_pool2d is not registered (graphview/ops/pool.py)"
@@ -185,7 +186,6 @@ def step_figures(repeats, steps, clock=None):
 
 def profile_figures(steps):
     """Time per op of graphview's CNN step (ProfilingListener), over ``steps`` steps after two warm-up steps."""
-    from graphview.listeners import ProfilingListener
     profiler = ProfilingListener()
     step = graphview_step([profiler])
     step()
@@ -209,7 +209,6 @@ def digits_batches(count, batch=64, seed=0):
 
 def graphview_fit_epoch(x, y, batch=64):
     """One epoch of ``g.fit`` over (x, y) in batches of ``batch`` for the example's CNN, with Adam."""
-    import graphview as gv
     g, logits = build_cnn("float32", seed=0)
     batches = gv.data.ArrayDataSet({"x": x}, {"y": y}) >> gv.data.Batch(batch)
     config = gv.TrainingConfig(updater=gv.Adam(learning_rate=1e-3), feature_mapping=["x"], label_mapping=["y"],
@@ -263,7 +262,6 @@ def main(argv=None):
     args = parser.parse_args(argv)
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     print(f"clock: {args.clock}; load average {os.getloadavg()[0]:.2f}")
-    import numba
     numba.set_num_threads(1)
     torch = optional("torch")
     if torch is not None:

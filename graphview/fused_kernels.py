@@ -26,7 +26,7 @@ import warnings
 import numba
 
 from graphview.config import config
-from graphview_kernels import elementwise
+from graphview_kernels import elementwise, reduce
 
 FORMAT = 1                                  # bump when the generated text changes meaning
 JIT = "cache={cache}, nogil=True, error_model='numpy'"
@@ -39,10 +39,13 @@ _folders = {}                               # cache folder -> itself when writab
 
 @functools.cache
 def _salt():
-    """What a kernel's hash covers besides its text, read on the first kernel (not at import)."""
-    with open(elementwise.__file__, "rb") as file:
-        scalars = hashlib.sha256(file.read()).hexdigest()
-    return f"format {FORMAT}; numba {numba.__version__}; scalars {scalars}"
+    """What a kernel's hash covers besides its text, read on the first kernel (not at import): the files of
+    the compiled functions it calls (Numba's cache of a generated module checks only that module's file)."""
+    digest = hashlib.sha256()
+    for module in (elementwise, reduce):
+        with open(module.__file__, "rb") as file:
+            digest.update(file.read())
+    return f"format {FORMAT}; numba {numba.__version__}; kernels {digest.hexdigest()}"
 
 
 def _expression(member, names):
@@ -66,7 +69,9 @@ def reduction_source(members, inputs, single=()):
     values (the last member, stored in its dtype) at flat positions [lo, hi) in the type of ``zero``,
     computed in exactly the order of ``graphview_kernels.reduce.pairwise_sum`` (blocks of ``BLOCK``
     values from ``lo``, each summed by ``block_sum``, merged by the same binary counter), so a fused
-    sum equals the unfused one bit for bit. The values go through one block-sized buffer, not memory."""
+    sum equals the unfused one bit for bit (tests/test_fusion.py checks it). The counter is written out
+    here rather than shared: calling a helper per block made pairwise_sum 5-10% slower. The values go
+    through one block-sized buffer, not memory."""
     arguments = _arguments(inputs)
     lines = _header(members, "from graphview_kernels.reduce import BLOCK, block_sum")
     lines.append(f"def fill({arguments}, buffer, start, stop):")

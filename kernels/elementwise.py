@@ -37,7 +37,7 @@ from .threads import PARALLEL_THRESHOLD, STREAMING_THRESHOLD
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 
 
-def unary(scalar, threshold=STREAMING_THRESHOLD, kind=Elementwise, broadcasts=False):
+def unary(scalar, threshold=STREAMING_THRESHOLD, broadcasts=False):
     """The kernels of a unary op. Its input has the output's shape, so the flat form has one loop
     (a third of the compile time of three); with ``broadcasts`` (copies and casts, which expand a
     value or a row) it also repeats an input of one element or a row."""
@@ -76,7 +76,7 @@ def unary(scalar, threshold=STREAMING_THRESHOLD, kind=Elementwise, broadcasts=Fa
                     for m in range(out.shape[3]):
                         out[i, j, k, m] = scalar(a[i, j, k, m])
 
-    return kind(scalar.__name__, repeating if broadcasts else contiguous, strided, threshold, 1, broadcasts)
+    return Elementwise(scalar.__name__, repeating if broadcasts else contiguous, strided, threshold, 1, broadcasts)
 
 
 def binary(scalar, threshold=STREAMING_THRESHOLD):

@@ -8,8 +8,8 @@ import pytest
 import graphview as gv
 from graphview_kernels import recurrent as kernels
 from graphview import registry
-from graphview.ops.recurrent import gru_backward, gru_weight_gradients, lstm_backward, lstm_weight_gradients, \
-    recurrent_inputs
+from graphview.ops.recurrent import recurrent_inputs
+from graphview.ops.recurrent_backward import gru_backward, gru_weight_gradients, lstm_backward, lstm_weight_gradients
 
 torch = pytest.importorskip("torch")
 

@@ -5,7 +5,8 @@ into it) goes through one backpropagation-through-time op, which gives x's gradi
 for the weight gradients of all steps. The pieces are views, cut by the hidden size only (the weight
 gradients' columns count from the end), so the number of features may be unknown when built.
 """
-from graphview.ops.recurrent import gru_backward, gru_op, gru_weight_gradients, lstm_backward, lstm_op, \
+from graphview.ops.recurrent import gru_op, lstm_op
+from graphview.ops.recurrent_backward import gru_backward, gru_weight_gradients, lstm_backward, \
     lstm_weight_gradients
 from graphview.ops.shape import permute
 from graphview.registry import defvjp

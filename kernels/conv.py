@@ -26,11 +26,13 @@ caller checked (graphview/ops/conv.py); nothing here reads outside them.
 import numpy as np
 from numba import njit
 
+from .blas import SMALL
+
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 
 COLUMNS = 512     # about this many columns of col per chunk of the batch
 IMAGE_ROWS = 32    # conv_backward_input takes one product per image from this many positions per image
-SMALL = 1_000_000  # OpenBLAS (x86-64) takes its small-matrix path for sgemm/dgemm of M * N * K <= 100**3
+# SMALL: OpenBLAS (x86-64) takes its small-matrix path, without packing, for M * N * K at most this (blas.py)
 SHALLOW = 32       # below this many entries per patch (cg * kh * kw), conv_forward uses im2col, else im2row
 
 

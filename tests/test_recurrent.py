@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import graphview as gv
-from graphview_kernels import recurrent as kernels
+from graphview_kernels import blas, recurrent as kernels
 from graphview import registry
 from graphview.ops.recurrent import recurrent_inputs
 from graphview.ops.recurrent_backward import gru_backward, gru_weight_gradients, lstm_backward, lstm_weight_gradients
@@ -144,7 +144,7 @@ def test_gradients_match_pytorch_when_dx_product_goes_through_several_blocks(kin
     """dx = d_gates @ W_ih over all steps is 305 x 16 x (4H or 2H) with H = 128: above SMALL, it runs as blocks
     of 122 (LSTM) or 244 (GRU) rows, the last one partial."""
     batch, steps, features, hidden = 61, 5, 16, 128
-    assert steps * batch * features * 2 * hidden > kernels.SMALL   # GRU's dx: 2H gate columns, the smaller
+    assert steps * batch * features * 2 * hidden > blas.SMALL   # GRU's dx: 2H gate columns, the smaller
     values = inputs(kind, batch=batch, steps=steps, features=features, hidden=hidden, seed=4)
     g, results = build(kind, values)
     weight = np.random.default_rng(5).normal(size=results[0].shape)

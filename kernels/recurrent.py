@@ -80,13 +80,15 @@ def _lstm_cell(row, previous, start, bias, hidden):
 @njit(**JIT)
 def lstm_backward(grad, packed, h0, c0, w_hh, w_ih, lengths, out):
     """Backpropagation through time of lstm_forward; ``grad`` is the gradient of every entry of the packed
-    result. out[t, b] (t < T) = [di | df | dg | do | dx_t]: the gradients of step t's gate pre-activations,
+    result (T + 1, B, 6H), or of its state columns alone (T + 1, B, 2H: [dh | dc], the gates' gradients 0).
+    out[t, b] (t < T) = [di | df | dg | do | dx_t]: the gradients of step t's gate pre-activations,
     then of x_t; out[T, b] = [dh0 | dc0 | 0]. Row T holds the running dh and dc while the steps are walked
     back: each step's product adds d_gates @ W_hh onto dh in place."""
     steps, batch = packed.shape[0] - 1, packed.shape[1]
     hidden, features = h0.shape[1], w_ih.shape[1]
     width = out.shape[2]
     flat, weights = out.reshape(out.size), w_hh.reshape(w_hh.size)
+    wide, zeros = grad.shape[2] > 2 * hidden, np.zeros(4 * hidden, grad.dtype)
     last = out[steps]
     last[:] = 0
     for b in range(batch):
@@ -94,8 +96,10 @@ def lstm_backward(grad, packed, h0, c0, w_hh, w_ih, lengths, out):
     for t in range(steps - 1, -1, -1):
         for b in range(batch):
             if t < lengths[b]:
-                _lstm_cell_backward(grad[t, b], packed[t, b], c0[b] if t == 0 else packed[t - 1, b],
-                                    0 if t == 0 else hidden, last[b], out[t, b], hidden)
+                row = grad[t, b]
+                _lstm_cell_backward(row, row[2 * hidden:] if wide else zeros, packed[t, b],
+                                    c0[b] if t == 0 else packed[t - 1, b], 0 if t == 0 else hidden, last[b], out[t, b],
+                                    hidden)
             else:
                 out[t, b] = 0
         product(False, False, batch, hidden, 4 * hidden, flat, t * batch * width, width, weights, 0, hidden, 1.0,
@@ -105,8 +109,9 @@ def lstm_backward(grad, packed, h0, c0, w_hh, w_ih, lengths, out):
 
 
 @njit(**JIT)
-def _lstm_cell_backward(g, p, previous, start, state, d, hidden):
-    """One sequence's step backwards: g and p are its rows of the packed gradient and result, c_{t-1} is
+def _lstm_cell_backward(g, gates, p, previous, start, state, d, hidden):
+    """One sequence's step backwards: g = [dh | dc] and ``gates`` (of the stored i, f, g, o) are its row of the
+    packed gradient, p its row of the packed result, c_{t-1} is
     previous[start:start + H], state = [dh | dc] (from step t + 1), d gets [di | df | dg | do]. dc becomes
     dc_{t-1}; dh is consumed (left 0 for the step's product to add onto). tanh(c_t) waits in do's place."""
     one = one_like(p)
@@ -118,16 +123,16 @@ def _lstm_cell_backward(g, p, previous, start, state, d, hidden):
         state[hidden + j] = state[hidden + j] + g[hidden + j] + state[j] * p[5 * hidden + j] * (
             one - d[3 * hidden + j] * d[3 * hidden + j])
     for j in range(hidden):
-        d[3 * hidden + j] = (state[j] * d[3 * hidden + j] + g[5 * hidden + j]) * p[5 * hidden + j] * (
+        d[3 * hidden + j] = (state[j] * d[3 * hidden + j] + gates[3 * hidden + j]) * p[5 * hidden + j] * (
             one - p[5 * hidden + j])
     for j in range(hidden):
-        d[j] = (state[hidden + j] * p[4 * hidden + j] + g[2 * hidden + j]) * p[2 * hidden + j] * (
+        d[j] = (state[hidden + j] * p[4 * hidden + j] + gates[j]) * p[2 * hidden + j] * (
             one - p[2 * hidden + j])
     for j in range(hidden):
-        d[hidden + j] = (state[hidden + j] * previous[start + j] + g[3 * hidden + j]) * p[3 * hidden + j] * (
+        d[hidden + j] = (state[hidden + j] * previous[start + j] + gates[hidden + j]) * p[3 * hidden + j] * (
             one - p[3 * hidden + j])
     for j in range(hidden):
-        d[2 * hidden + j] = (state[hidden + j] * p[2 * hidden + j] + g[4 * hidden + j]) * (
+        d[2 * hidden + j] = (state[hidden + j] * p[2 * hidden + j] + gates[2 * hidden + j]) * (
             one - p[4 * hidden + j] * p[4 * hidden + j])
     for j in range(hidden):
         state[hidden + j] *= p[3 * hidden + j]
@@ -184,13 +189,15 @@ def _gru_cell(row, previous, b_ih, b_hh, hidden):
 
 @njit(**JIT)
 def gru_backward(grad, packed, h0, w_hh, w_ih, lengths, out):
-    """Backpropagation through time of gru_forward. out[t, b] (t < T) = [dr | dz | d(W_hn h + b_hn) | dn |
+    """Backpropagation through time of gru_forward; ``grad`` is the gradient of the packed result (T + 1, B,
+    5H), or of its state columns alone (T + 1, B, H), the gates' gradients 0. out[t, b] (t < T) = [dr | dz | d(W_hn h + b_hn) | dn |
     dx_t]: r's, z's and n's pre-activation gradients on the input side are columns 0:2H and 3H:4H, on the
     hidden side 0:3H; out[T, b] = [dh0 | 0], the running dh while the steps are walked back."""
     steps, batch = packed.shape[0] - 1, packed.shape[1]
     hidden, features = h0.shape[1], w_ih.shape[1]
     width = out.shape[2]
     flat, inputs, weights = out.reshape(out.size), w_ih.reshape(w_ih.size), w_hh.reshape(w_hh.size)
+    wide, zeros = grad.shape[2] > hidden, np.zeros(4 * hidden, grad.dtype)
     last = out[steps]
     last[:] = 0
     for b in range(batch):
@@ -198,8 +205,9 @@ def gru_backward(grad, packed, h0, w_hh, w_ih, lengths, out):
     for t in range(steps - 1, -1, -1):
         for b in range(batch):
             if t < lengths[b]:
-                _gru_cell_backward(grad[t, b], packed[t, b], h0[b] if t == 0 else packed[t - 1, b], last[b], out[t, b],
-                                   hidden)
+                row = grad[t, b]
+                _gru_cell_backward(row, row[hidden:] if wide else zeros, packed[t, b],
+                                   h0[b] if t == 0 else packed[t - 1, b], last[b], out[t, b], hidden)
             else:
                 out[t, b] = 0
         product(False, False, batch, hidden, 3 * hidden, flat, t * batch * width, width, weights, 0, hidden, 1.0,
@@ -211,25 +219,25 @@ def gru_backward(grad, packed, h0, w_hh, w_ih, lengths, out):
 
 
 @njit(**JIT)
-def _gru_cell_backward(g, p, previous, state, d, hidden):
-    """One sequence's step backwards (g, p: its rows of the packed gradient and result; h_{t-1} is
-    previous[:H]): d gets [dr | dz | d(W_hn h + b_hn) | dn], state[:H] (dh from step t + 1) becomes its
+def _gru_cell_backward(g, gates, p, previous, state, d, hidden):
+    """One sequence's step backwards (g = [dh] and ``gates`` = [r | z | W_hn h + b_hn | n]: its row of the
+    packed gradient; p: of the packed result; h_{t-1} is previous[:H]): d gets [dr | dz | d(W_hn h + b_hn) | dn], state[:H] (dh from step t + 1) becomes its
     part through z; the step's product adds the rest."""
     one = one_like(p)
     for j in range(hidden):
         state[j] += g[j]
     for j in range(hidden):
-        d[3 * hidden + j] = (state[j] * (one - p[2 * hidden + j]) + g[4 * hidden + j]) * (
+        d[3 * hidden + j] = (state[j] * (one - p[2 * hidden + j]) + gates[3 * hidden + j]) * (
             one - p[4 * hidden + j] * p[4 * hidden + j])
     for j in range(hidden):
-        d[hidden + j] = (state[j] * (previous[j] - p[4 * hidden + j]) + g[2 * hidden + j]) * p[2 * hidden + j] * (
+        d[hidden + j] = (state[j] * (previous[j] - p[4 * hidden + j]) + gates[hidden + j]) * p[2 * hidden + j] * (
             one - p[2 * hidden + j])
     for j in range(hidden):
         state[j] *= p[2 * hidden + j]
     for j in range(hidden):
-        d[j] = (d[3 * hidden + j] * p[3 * hidden + j] + g[hidden + j]) * p[hidden + j] * (one - p[hidden + j])
+        d[j] = (d[3 * hidden + j] * p[3 * hidden + j] + gates[j]) * p[hidden + j] * (one - p[hidden + j])
     for j in range(hidden):
-        d[2 * hidden + j] = d[3 * hidden + j] * p[hidden + j] + g[3 * hidden + j]
+        d[2 * hidden + j] = d[3 * hidden + j] * p[hidden + j] + gates[2 * hidden + j]
 
 
 # --- weight gradients: products over all steps at once -----------------------------------------------

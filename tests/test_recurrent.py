@@ -197,7 +197,28 @@ def test_results_are_views_of_one_fused_op():
     ops = [node.op for node in g.nodes()]
     assert ops.count("lstm") == 1
     plan = g.explain([outputs, h_n, c_n])
-    assert plan.count("kernel ") == 1 and "kernel   lstm = lstm(" in plan and plan.count("view  ") == 4
+    assert plan.count("kernel ") == 1 and "kernel   lstm = lstm(" in plan and plan.count("view  ") == 5
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_the_results_gradients_reach_the_backward_kernel_as_the_state_columns_alone(kind):
+    """The public results' gradients are scattered into the state columns (T + 1, B, 2H or H), not into zeros
+    of the whole packed result (6H or 5H wide), and give the same gradients as PyTorch."""
+    values = inputs(kind)
+    g, results = build(kind, values)
+    g.set_loss(g.math.add(g.math.sum(g.math.square(results[0])), g.math.sum(results[-1])))
+    profile = gv.ProfilingListener()
+    got = g.calculate_gradients({}, NAMES[kind], listeners=[profile])
+    (batch, steps, _), hidden = values[0].shape, values[1].shape[1]
+    states = 2 if kind == "lstm" else 1
+    scatters = [row for row in profile.rows() if row["op"] == "scatter_view"]
+    # one scatter per public result used, each into the state columns (float64)
+    assert [row["calls"] for row in scatters] == [2]
+    assert scatters[0]["bytes_out"] == 2 * (steps + 1) * batch * states * hidden * 8
+    outputs, leaves = torch_results(kind, values)
+    (outputs[0].pow(2).sum() + outputs[-1].sum()).backward()
+    for name, leaf in zip(NAMES[kind], leaves):
+        np.testing.assert_allclose(got[name], leaf.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
 
 
 def test_backward_kernels_are_not_differentiable_and_say_why():

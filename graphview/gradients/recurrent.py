@@ -1,11 +1,14 @@
 """Gradient rules of the fused recurrent ops (graphview/ops/recurrent.py, ADR 0020).
 
-The gradient of the packed result (every section: the views the public functions return scatter
-into it) goes through one backpropagation-through-time op, which gives x's gradient too, then one op
-for the weight gradients of all steps. The pieces are views, cut by the hidden size only (the weight
+The gradient of the packed result goes through one backpropagation-through-time op, which gives x's
+gradient too, then one op for the weight gradients of all steps. The public results read the packed
+result through one view of its state columns, so their gradients reach the op as one scatter of those
+columns into zeros of the packed shape; the rule then gives the backward op the scattered values alone,
+and the full-width zeros are neither built nor read. Any other gradient of the packed result (a gradient
+check of the op itself) is taken whole. The pieces are views, cut by the hidden size only (the weight
 gradients' columns count from the end), so the number of features may be unknown when built.
 """
-from graphview.ops.recurrent import gru_op, lstm_op
+from graphview.ops.recurrent import gru_op, lstm_op, state_columns
 from graphview.ops.recurrent_backward import gru_backward, gru_weight_gradients, lstm_backward, \
     lstm_weight_gradients
 from graphview.ops.shape import permute
@@ -18,9 +21,19 @@ def _input_gradient(gates, hidden, layout):
     return permute(dx, (1, 0, 2)) if layout == "btf" else dx
 
 
+def _state_gradient(grad, out, width):
+    """The values that ``grad`` scatters into the packed result's state columns (its first ``width``) when it is
+    that scatter (the public results' gradients: ops/recurrent.py's state_columns), else ``grad`` itself."""
+    node = grad.node
+    if node.op == "scatter_view" and node.inputs[1] == out.name and \
+            node.attributes["descriptors"] == state_columns(width):
+        return grad.graph[node.inputs[0]]
+    return grad
+
+
 def _lstm(grad, out, x, h0, c0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
     hidden = w_hh.shape[1]                      # static: the forward op refuses an unknown one
-    gates = lstm_backward(grad, out, h0, c0, w_hh, w_ih, *lengths)
+    gates = lstm_backward(_state_gradient(grad, out, 2 * hidden), out, h0, c0, w_hh, w_ih, *lengths)
     weights = lstm_weight_gradients(gates, x, h0, out, layout=layout)   # (4H, F + H + 1)
     bias = weights[:, -1]
     return (_input_gradient(gates, hidden, layout), gates[-1, :, :hidden],
@@ -30,7 +43,7 @@ def _lstm(grad, out, x, h0, c0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
 
 def _gru(grad, out, x, h0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
     hidden = w_hh.shape[1]
-    gates = gru_backward(grad, out, h0, w_hh, w_ih, *lengths)
+    gates = gru_backward(_state_gradient(grad, out, hidden), out, h0, w_hh, w_ih, *lengths)
     weights = gru_weight_gradients(gates, x, h0, out, layout=layout)    # (3H, F + H + 2)
     return (_input_gradient(gates, hidden, layout), gates[-1, :, :hidden],
             weights[:, :-(hidden + 2)], weights[:, -(hidden + 2):-2], weights[:, -2],

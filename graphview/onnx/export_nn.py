@@ -8,6 +8,7 @@ time-major, the lengths ``sequence_lens``; their packed result is rebuilt for th
 """
 import numpy as np
 
+from graphview.ops.recurrent import state_columns
 from graphview.onnx.export_ops import Unsupported, builds, reduce, sequence_mask, softplus_of
 
 CHANNELS_LAST = {"bwc": [0, 2, 1], "bhwc": [0, 3, 1, 2]}
@@ -108,12 +109,16 @@ def _softmax_cross_entropy(ctx, node, inputs, attrs):
 GATES = {"lstm": (0, 3, 1, 2), "gru": (1, 0, 2)}
 
 
-def _check_views(ctx, node, hidden, final_widths):
-    """Every reader of the packed result must be a view of its h rows, or of the final row's states."""
+def _check_views(ctx, node, hidden, final_widths, read=None):
+    """Every reader of the packed result (``read``: of its view of the state columns, which the public results
+    read it through) must be a view of its h rows, or of the final row's states."""
     for reader in ctx.graph.nodes():
-        if node.name not in reader.inputs:
+        if (read or node.name) not in reader.inputs:
             continue
         entries = reader.attributes.get("descriptors") if reader.op == "create_view" else None
+        if read is None and entries == state_columns(final_widths * hidden):
+            _check_views(ctx, node, hidden, final_widths, reader.name)
+            continue
         if not entries or any(entry[0] == "dynamic" for entry in entries) or len(entries) < 3:
             raise Unsupported(f"{reader.name} reads the packed result other than as a view of the outputs or "
                               "final states")

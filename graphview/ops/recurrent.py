@@ -13,7 +13,7 @@ graphview/gradients/recurrent.py.
 
 import numpy as np
 
-from graphview import attributes, dtypes
+from graphview import attributes, dtypes, indexing
 from graphview.errors import ExecutionError, ShapeError
 from graphview.layouts import table
 from graphview.registry import defop, graph_of, public
@@ -277,12 +277,23 @@ def _lengths_of_time_dim(x, layout):
     return table.lengths_of(x.graph, time_dim)
 
 
+def state_columns(width):
+    """The descriptors of the view of the packed result's first ``width`` columns in every row: the states
+    ([h | c] for lstm, [h] for gru), which the public results read through this one view. Their gradients
+    then reach the op as one scatter of these columns, whose values the gradient rule takes in place of the
+    packed result's gradient (graphview/gradients/recurrent.py)."""
+    descriptors, _ = indexing.from_numpy_key((slice(None), slice(None), slice(0, width)), 3)
+    return tuple(tuple(int(value) for value in descriptor) for descriptor in descriptors)
+
+
 def _results(packed, x, layout, states, sections):
-    """The views of the packed result: outputs in ``layout``, then each final state (B, H)."""
+    """The views of the packed result: outputs in ``layout``, then each final state (B, H), all through
+    the view of the state columns (state_columns)."""
     hidden = packed.shape[2] // sections
-    steps = packed[:-1, :, :hidden]
+    columns = packed[:, :, :states * hidden]                      # state_columns(states * hidden)
+    steps = columns[:-1, :, :hidden]
     outputs = permute(steps, (1, 0, 2)) if layout == "btf" else steps
-    finals = tuple(packed[-1, :, k * hidden:(k + 1) * hidden] for k in range(states))
+    finals = tuple(columns[-1, :, k * hidden:(k + 1) * hidden] for k in range(states))
     if isinstance(x, Variable):
         dims = table.dims_of(x)
         batch_dim, time_dim = (dims[0], dims[1]) if layout == "btf" else (dims[1], dims[0])

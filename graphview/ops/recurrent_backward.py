@@ -31,9 +31,19 @@ def _packed_pattern(sections):
     return ((1, "steps", 1), "batch", (sections, "hidden", 0))
 
 
+def _grad_pattern(sections, states, grad, packed, w_hh):
+    """grad's pattern: the gradient of every section of the packed result, or of its state columns alone
+    (ops/recurrent.py's state_columns: the gates' gradients are then 0), as its width and the hidden size say."""
+    hidden = w_hh[1] if len(w_hh) == 2 and w_hh[1] is not None else \
+        packed[2] // sections if len(packed) == 3 and packed[2] is not None else None
+    narrow = len(grad) == 3 and hidden is not None and grad[2] == len(states) * hidden
+    return _packed_pattern(len(states) if narrow else sections)
+
+
 def _backward_sizes(op, sections, gates, grad, packed, states, w_hh, w_ih, lengths):
     """(T + 1, B, 4H + F) as packed and w_ih give them: each step's gate gradients, then x's."""
-    sizes = sizes_of(("packed", packed, _packed_pattern(sections)), ("grad", grad, _packed_pattern(sections)),
+    sizes = sizes_of(("packed", packed, _packed_pattern(sections)),
+                     ("grad", grad, _grad_pattern(sections, states, grad, packed, w_hh)),
                      *((label, state, ("batch", "hidden")) for label, state in states),
                      ("w_hh", w_hh, ((gates, "hidden", 0), "hidden")), ("w_ih", w_ih, ((gates, "hidden", 0), "features")),
                      *lengths_spec(op, lengths))
@@ -61,8 +71,15 @@ def _gru_backward_kernel(grad, packed, h0, w_hh, w_ih, *rest):
     kernels.gru_backward(_c(grad), _c(packed), _c(h0), _c(w_hh), _c(w_ih), lengths, out)
 
 
+def _widened(grad, packed):
+    """grad as the gradient of every section of ``packed``: 0 past the columns it has (the state columns')."""
+    wide = np.zeros(packed.shape)
+    wide[:, :, :grad.shape[2]] = grad
+    return wide
+
+
 def _lstm_backward_reference(grad, packed, h0, c0, w_hh, w_ih, *lengths):
-    g, p = sections_of(grad.astype(np.float64), LSTM_SECTIONS), sections_of(packed.astype(np.float64), LSTM_SECTIONS)
+    g, p = sections_of(_widened(grad, packed), LSTM_SECTIONS), sections_of(packed.astype(np.float64), LSTM_SECTIONS)
     steps, hidden, valid = p.shape[1] - 1, p.shape[3], _valid(packed, lengths)
     dh, dc = g[0, -1].copy(), g[1, -1].copy()
     out = np.zeros((steps + 1, p.shape[2], 4 * hidden + w_ih.shape[1]))
@@ -84,7 +101,7 @@ def _lstm_backward_reference(grad, packed, h0, c0, w_hh, w_ih, *lengths):
 
 
 def _gru_backward_reference(grad, packed, h0, w_hh, w_ih, *lengths):
-    g, p = sections_of(grad.astype(np.float64), GRU_SECTIONS), sections_of(packed.astype(np.float64), GRU_SECTIONS)
+    g, p = sections_of(_widened(grad, packed), GRU_SECTIONS), sections_of(packed.astype(np.float64), GRU_SECTIONS)
     steps, hidden, valid = p.shape[1] - 1, p.shape[3], _valid(packed, lengths)
     dh = g[0, -1].copy()
     out = np.zeros((steps + 1, p.shape[2], 4 * hidden + w_ih.shape[1]))
@@ -163,8 +180,19 @@ def _backward_samples(forward, gru):
     return samples
 
 
-def _backward_op_samples(source):
-    return lambda: [Sample(inputs, label=label) for label, inputs, _, _ in source()]
+def _backward_op_samples(source, states):
+    """Each source case, and some with the gradient of the state columns alone (the public results')."""
+    def samples():
+        result = []
+        for label, inputs, _, _ in source():
+            result.append(Sample(inputs, label=label))
+            if label in ("float64", "float32", "lengths 4, 0, 1"):
+                grad, packed = inputs[:2]
+                hidden = packed.shape[2] // (states + 4)          # the states' sections, then the 4 gates'
+                narrow = np.ascontiguousarray(grad[:, :, :states * hidden])
+                result.append(Sample((narrow,) + inputs[1:], label=f"{label}, state columns"))
+        return result
+    return samples
 
 
 def _weight_op_samples(source):
@@ -176,12 +204,12 @@ _GRU_SOURCE = _backward_samples(gru_op, True)
 
 lstm_backward = defop("lstm_backward", shape=_lstm_backward_shape, dtype=lengths_dtype(6), kernel=_lstm_backward_kernel,
                       no_gradient=_NOT_DIFFERENTIABLE, promote="float", promote_inputs=tuple(range(6)), accepts=dtypes.FLOATS,
-                      samples=_backward_op_samples(_LSTM_SOURCE), reference=_lstm_backward_reference,
+                      samples=_backward_op_samples(_LSTM_SOURCE, 2), reference=_lstm_backward_reference,
                       family="recurrent", doc="lstm's backpropagation through time: (T+1, B, 4H+F), each step's gate "
                       "pre-activation gradients then x's, dh0 and dc0 in row T. " + _NOT_DIFFERENTIABLE)
 gru_backward = defop("gru_backward", shape=_gru_backward_shape, dtype=lengths_dtype(5), kernel=_gru_backward_kernel,
                      no_gradient=_NOT_DIFFERENTIABLE, promote="float", promote_inputs=tuple(range(5)), accepts=dtypes.FLOATS,
-                     samples=_backward_op_samples(_GRU_SOURCE), reference=_gru_backward_reference,
+                     samples=_backward_op_samples(_GRU_SOURCE, 1), reference=_gru_backward_reference,
                      family="recurrent", doc="gru's backpropagation through time: (T+1, B, 4H+F), each step's r, z, "
                      "W_hn h + b_hn and n gradients then x's, dh0 in row T. " + _NOT_DIFFERENTIABLE)
 lstm_weight_gradients = defop(

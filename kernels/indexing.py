@@ -4,6 +4,7 @@ Arrays arrive as 3-D (outer, axis, inner) views so that one compiled loop
 serves every rank; the caller reshapes. Indices are checked before anything is
 written, so a bad index never leaves a half-written output.
 """
+import numpy as np
 from numba import njit
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
@@ -52,4 +53,43 @@ def scatter_add(values, indices, out):
 def fill(out, value):
     """Every element of the contiguous 1-D ``out`` set to ``value``."""
     for i in range(out.size):
+        out[i] = value
+
+
+@njit(**JIT)
+def fill_outside_box(out, shape, starts, sizes, value):
+    """Every element of ``out`` (the contiguous 1-D storage of a C-ordered array of ``shape``) outside the box
+    starts[k] <= index[k] < starts[k] + sizes[k] set to ``value``, each element written once: the gaps between
+    the box's contiguous runs are filled in order. The caller checks that the box lies inside ``shape`` and
+    is not empty."""
+    ndim = shape.size
+    axis, run = ndim - 1, 1            # trailing axes the box spans whole join its rows into longer runs
+    while axis > 0 and starts[axis] == 0 and sizes[axis] == shape[axis]:
+        run *= shape[axis]
+        axis -= 1
+    stride, run = run, sizes[axis] * run   # elements per index along ``axis``, per run
+    strides = np.empty(ndim, np.int64)
+    step = 1
+    for k in range(ndim - 1, -1, -1):
+        strides[k] = step
+        step *= shape[k]
+    index = starts[:axis].copy()
+    done = 0
+    while True:
+        offset = starts[axis] * stride
+        for k in range(axis):
+            offset += index[k] * strides[k]
+        for i in range(done, offset):
+            out[i] = value
+        done = offset + run
+        k = axis - 1                   # the next run: the box's leading index counts up like an odometer
+        while k >= 0:
+            index[k] += 1
+            if index[k] < starts[k] + sizes[k]:
+                break
+            index[k] = starts[k]
+            k -= 1
+        if k < 0:
+            break
+    for i in range(done, out.size):
         out[i] = value

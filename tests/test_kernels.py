@@ -1,10 +1,10 @@
-"""Kernel-level checks: the vectorized exp, strided outputs, and operands the flat path repeats."""
+"""Kernel-level checks: the vectorized exp, strided outputs, operands the flat path repeats, box zeroing."""
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from graphview_kernels import activations, elementwise, inplace
+from graphview_kernels import activations, elementwise, indexing, inplace
 from graphview_kernels import reduce as reduce_kernels
 from graphview_kernels.launch import STAGED_BELOW, Swapped
 
@@ -334,3 +334,20 @@ def test_argmax_and_argmin_of_int64_values_far_apart_do_not_wrap():
     for values in ([-2**63, 5, 0], [2**63 - 1, -2**63, 0]):
         got = g.output({"x": np.array(values)}, [top, bottom])
         assert (got[top.name], got[bottom.name]) == (np.argmax(values), np.argmin(values))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=5).flatmap(
+    lambda shape: st.tuples(st.just(tuple(shape)), st.tuples(*[st.tuples(st.integers(0, n - 1), st.integers(1, n))
+                                                              for n in shape]))))
+def test_fill_outside_box_writes_every_element_outside_the_box_and_none_inside(case):
+    """scatter_view's zeros around its region: the gaps between the box's runs, trailing whole axes joined."""
+    shape, bounds = case
+    starts = [start for start, _ in bounds]
+    sizes = [min(size, n - start) for (start, size), n in zip(bounds, shape)]
+    out = np.full(shape, 7.0)
+    indexing.fill_outside_box(out.reshape(-1), np.array(shape, np.int64), np.array(starts, np.int64),
+                              np.array(sizes, np.int64), 0.0)
+    expected = np.zeros(shape)
+    expected[tuple(slice(start, start + size) for start, size in zip(starts, sizes))] = 7.0
+    np.testing.assert_array_equal(out, expected)

@@ -193,13 +193,8 @@ def _scatter_view_kernel(values, like, *rest, descriptors):
     if starts is None:
         kernels.fill(out.reshape(-1), out.dtype.type(0))
     else:                                   # zeros only around the region, which the copy then writes
-        zero = np.zeros((), out.dtype)
-        for axis, (start, size) in enumerate(zip(starts, region.shape)):
-            inside = tuple(slice(b, b + n) for b, n in zip(starts[:axis], region.shape[:axis]))
-            for outside in (slice(0, start), slice(start + size, None)):
-                slab = out[inside + (outside,)]
-                if slab.size:
-                    copy_kernel(np.broadcast_to(zero, slab.shape), slab)
+        kernels.fill_outside_box(out.reshape(-1), np.array(out.shape, np.int64), np.array(starts, np.int64),
+                                 np.array(region.shape, np.int64), out.dtype.type(0))
     copy_kernel(np.broadcast_to(values, region.shape), region)
 
 

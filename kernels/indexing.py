@@ -57,30 +57,34 @@ def fill(out, value):
 
 
 @njit(**JIT)
-def fill_outside_box(out, shape, starts, sizes, value):
-    """Every element of ``out`` (the contiguous 1-D storage of a C-ordered array of ``shape``) outside the box
-    starts[k] <= index[k] < starts[k] + sizes[k] set to ``value``, each element written once: the gaps between
-    the box's contiguous runs are filled in order. The caller checks that the box lies inside ``shape`` and
-    is not empty."""
+def scatter_box(values, out, shape, starts, sizes, zero):
+    """``out`` (the contiguous 1-D storage of a C-ordered array of ``shape``) as ``zero`` with ``values`` in the
+    box starts[k] <= index[k] < starts[k] + sizes[k], each element written once: the box's contiguous runs in
+    order, the gaps between them filled. ``values`` is 1-D: the box's elements in C order, or one element
+    for all of them. The caller checks that the box lies inside ``shape`` and is not empty."""
     ndim = shape.size
-    axis, run = ndim - 1, 1            # trailing axes the box spans whole join its rows into longer runs
+    axis, stride = ndim - 1, 1         # trailing axes the box spans whole join its rows into longer runs
     while axis > 0 and starts[axis] == 0 and sizes[axis] == shape[axis]:
-        run *= shape[axis]
+        stride *= shape[axis]
         axis -= 1
-    stride, run = run, sizes[axis] * run   # elements per index along ``axis``, per run
+    run = sizes[axis] * stride         # stride: elements per index along ``axis``
     strides = np.empty(ndim, np.int64)
     step = 1
     for k in range(ndim - 1, -1, -1):
         strides[k] = step
         step *= shape[k]
     index = starts[:axis].copy()
-    done = 0
+    done, taken = 0, 0
     while True:
         offset = starts[axis] * stride
         for k in range(axis):
             offset += index[k] * strides[k]
-        for i in range(done, offset):
-            out[i] = value
+        out[done:offset] = zero
+        if values.size == 1:
+            out[offset:offset + run] = values[0]
+        else:
+            out[offset:offset + run] = values[taken:taken + run]
+            taken += run
         done = offset + run
         k = axis - 1                   # the next run: the box's leading index counts up like an odometer
         while k >= 0:
@@ -91,5 +95,4 @@ def fill_outside_box(out, shape, starts, sizes, value):
             k -= 1
         if k < 0:
             break
-    for i in range(done, out.size):
-        out[i] = value
+    out[done:] = zero

@@ -339,15 +339,18 @@ def test_argmax_and_argmin_of_int64_values_far_apart_do_not_wrap():
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=5).flatmap(
     lambda shape: st.tuples(st.just(tuple(shape)), st.tuples(*[st.tuples(st.integers(0, n - 1), st.integers(1, n))
-                                                              for n in shape]))))
-def test_fill_outside_box_writes_every_element_outside_the_box_and_none_inside(case):
-    """scatter_view's zeros around its region: the gaps between the box's runs, trailing whole axes joined."""
-    shape, bounds = case
+                                                              for n in shape]), st.booleans())))
+def test_scatter_box_writes_the_values_in_the_box_and_zeros_around_it(case):
+    """scatter_view's kernel for a box region: every element written once, the box's runs (trailing whole axes
+    joined) from the values in C order, or from one value repeated."""
+    shape, bounds, repeated = case
     starts = [start for start, _ in bounds]
     sizes = [min(size, n - start) for (start, size), n in zip(bounds, shape)]
+    values = np.array([2.5]) if repeated else np.arange(1.0, 1.0 + np.prod(sizes))
     out = np.full(shape, 7.0)
-    indexing.fill_outside_box(out.reshape(-1), np.array(shape, np.int64), np.array(starts, np.int64),
-                              np.array(sizes, np.int64), 0.0)
+    indexing.scatter_box(values, out.reshape(-1), np.array(shape, np.int64), np.array(starts, np.int64),
+                         np.array(sizes, np.int64), 0.0)
     expected = np.zeros(shape)
-    expected[tuple(slice(start, start + size) for start, size in zip(starts, sizes))] = 7.0
+    expected[tuple(slice(start, start + size) for start, size in zip(starts, sizes))] = values.reshape(
+        () if repeated else sizes)
     np.testing.assert_array_equal(out, expected)

@@ -190,18 +190,22 @@ def _scatter_view_kernel(values, like, *rest, descriptors):
     *arrays, out = rest
     region = apply_view(out, descriptors, arrays)
     starts = _box_starts(out, region)
+    source = np.broadcast_to(values, region.shape)
     if starts is None:
         kernels.fill(out.reshape(-1), out.dtype.type(0))
-    else:                                   # zeros only around the region, which the copy then writes
-        kernels.fill_outside_box(out.reshape(-1), np.array(out.shape, np.int64), np.array(starts, np.int64),
-                                 np.array(region.shape, np.int64), out.dtype.type(0))
-    copy_kernel(np.broadcast_to(values, region.shape), region)
+        copy_kernel(source, region)
+        return
+    # A box: zeros around it and the values in it, each element written once. NumPy stages values that are
+    # not C-ordered (a transposed gradient); one value broadcast everywhere (a sum's gradient) goes as itself.
+    flat = np.ascontiguousarray(source).reshape(-1) if any(source.strides) else np.full(1, source[(0,) * source.ndim])
+    kernels.scatter_box(flat, out.reshape(-1), np.array(out.shape, np.int64), np.array(starts, np.int64),
+                        np.array(region.shape, np.int64), out.dtype.type(0))
 
 
 def _box_starts(out, region):
     """The index of the region's first element in ``out`` (C-contiguous) when the region is a box of it
     (every axis kept with step 1, as a slice gives), else None."""
-    if region.ndim != out.ndim or region.size == 0 or not out.flags.c_contiguous:
+    if region.ndim != out.ndim or region.ndim == 0 or region.size == 0 or not out.flags.c_contiguous:
         return None
     if any(r != o for r, o, n in zip(region.strides, out.strides, region.shape) if n > 1):
         return None

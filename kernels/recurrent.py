@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from .blas import JIT, product
-from .vector_math import one_like, sigmoid, tanh
+from .vector_math import one_like, sigmoid, tanh, wide_vectors
 
 
 @njit(**JIT)
@@ -63,6 +63,7 @@ def _lstm_cell(row, previous, start, bias, hidden):
     """One sequence's step in place: row's gate columns hold the pre-activations (without the bias) and get
     the gates, then c and h; c_{t-1} is previous[start:start + H]. One loop per result over one row, so that
     each vectorizes (LLVM gives up on a loop whose arrays need too many overlap checks)."""
+    wide_vectors()
     for j in range(hidden):   # i and f in one loop of 2H ran 3 times slower
         row[2 * hidden + j] = sigmoid(row[2 * hidden + j] + bias[j])
     for j in range(hidden):
@@ -114,6 +115,7 @@ def _lstm_cell_backward(g, gates, p, previous, start, state, d, hidden):
     packed gradient, p its row of the packed result, c_{t-1} is
     previous[start:start + H], state = [dh | dc] (from step t + 1), d gets [di | df | dg | do]. dc becomes
     dc_{t-1}; dh is consumed (left 0 for the step's product to add onto). tanh(c_t) waits in do's place."""
+    wide_vectors()
     one = one_like(p)
     for j in range(hidden):
         state[j] += g[j]
@@ -176,6 +178,7 @@ def gru_forward(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, out):
 def _gru_cell(row, previous, b_ih, b_hh, hidden):
     """One sequence's step in place: row's r, z columns hold both products, its W_hn h + b_hn column is
     complete, its n column holds W_in x; h_{t-1} is previous[:H]. One loop per result, as the LSTM's."""
+    wide_vectors()
     one = one_like(row)
     for j in range(hidden):   # r and z in one loop of 2H ran 3 times slower
         row[hidden + j] = sigmoid(row[hidden + j] + b_ih[j] + b_hh[j])
@@ -223,6 +226,7 @@ def _gru_cell_backward(g, gates, p, previous, state, d, hidden):
     """One sequence's step backwards (g = [dh] and ``gates`` = [r | z | W_hn h + b_hn | n]: its row of the
     packed gradient; p: of the packed result; h_{t-1} is previous[:H]): d gets [dr | dz | d(W_hn h + b_hn) | dn], state[:H] (dh from step t + 1) becomes its
     part through z; the step's product adds the rest."""
+    wide_vectors()
     one = one_like(p)
     for j in range(hidden):
         state[j] += g[j]

@@ -1,5 +1,6 @@
 """Scalar exp, sigmoid and tanh without libm calls, so that loops over a row of them vectorize (the fused
-recurrent kernels' cells, ADR 0020), each in its argument's precision.
+recurrent kernels' cells, ADR 0020), each in its argument's precision; and ``wide_vectors``, which lets
+those loops use the CPU's widest vector registers.
 """
 import numpy as np
 from numba import njit, types
@@ -122,3 +123,19 @@ def _sigmoid_typed(a):
 @overload(tanh, jit_options=JIT)
 def _tanh_typed(a):
     return (lambda a: _tanh32(a)) if a == types.float32 else (lambda a: _tanh64(a))
+
+
+@intrinsic
+def wide_vectors(typingctx):
+    """Called first in a function, lets LLVM vectorize that function's loops 512 bits wide where the CPU has
+    AVX-512 (its "prefer-vector-width" attribute): LLVM's tuning for those CPUs prefers 256-bit vectors, and
+    the LSTM's forward cells ran 123 against 98 us per 512 rows of 128. The attribute must sit on the function
+    that holds the loops (Numba optimizes each function before inlining it). The results are the same: the
+    same operations on more lanes at a time, and without fastmath LLVM reorders no floating-point sum. CPUs
+    without AVX-512 ignore the attribute."""
+    def codegen(context, builder, signature, args):
+        # llvmlite's attribute set takes known names only; a string attribute is written out as it is.
+        set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        return context.get_dummy_value()
+    return types.none(), codegen
+

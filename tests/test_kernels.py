@@ -1,10 +1,11 @@
 """Kernel-level checks: the vectorized exp, strided outputs, operands the flat path repeats, box zeroing."""
+import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from graphview_kernels import activations, elementwise, indexing, inplace
+from graphview_kernels import activations, elementwise, indexing, inplace, vector_math
 from graphview_kernels import reduce as reduce_kernels
 from graphview_kernels.launch import STAGED_BELOW, Swapped
 
@@ -354,3 +355,15 @@ def test_scatter_box_writes_the_values_in_the_box_and_zeros_around_it(case):
     expected[tuple(slice(start, start + size) for start, size in zip(starts, sizes))] = values.reshape(
         () if repeated else sizes)
     np.testing.assert_array_equal(out, expected)
+
+
+def test_wide_vectors_puts_the_vector_width_attribute_on_the_function_that_calls_it():
+    @numba.njit(cache=False)
+    def doubled(a):
+        vector_math.wide_vectors()
+        for i in range(a.size):
+            a[i] *= 2.0
+    values = np.arange(40.0)
+    doubled(values)
+    np.testing.assert_array_equal(values, 2 * np.arange(40.0))
+    assert '"prefer-vector-width"="512"' in doubled.inspect_llvm(doubled.signatures[0])

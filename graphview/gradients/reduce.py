@@ -10,7 +10,7 @@ from graphview.shapes import normalize_axes
 def expand_back(g, x, axis, keepdims):
     """g, of the shape reducing x over axis gives, broadcast back to x's shape (gradients/masked uses it too)."""
     axes = normalize_axes(axis, x.rank)
-    if not keepdims and axes:
+    if not keepdims and axes and len(axes) < x.rank:    # a scalar broadcasts as it is
         g = expand_dims(g, axes)
     return broadcast_like(g, x)
 

@@ -81,7 +81,8 @@ def _lstm_cell(row, previous, start, bias, hidden):
 @njit(**JIT)
 def lstm_backward(grad, packed, h0, c0, w_hh, w_ih, lengths, out):
     """Backpropagation through time of lstm_forward; ``grad`` is the gradient of every entry of the packed
-    result (T + 1, B, 6H), or of its state columns alone (T + 1, B, 2H: [dh | dc], the gates' gradients 0).
+    result (T + 1, B, 6H), of its state columns alone (T + 1, B, 2H: [dh | dc], the gates' gradients 0), or
+    of the steps' h alone (T, B, H: the outputs', the final states' gradients 0 too).
     out[t, b] (t < T) = [di | df | dg | do | dx_t]: the gradients of step t's gate pre-activations,
     then of x_t; out[T, b] = [dh0 | dc0 | 0]. Row T holds the running dh and dc while the steps are walked
     back: each step's product adds d_gates @ W_hh onto dh in place."""
@@ -89,16 +90,18 @@ def lstm_backward(grad, packed, h0, c0, w_hh, w_ih, lengths, out):
     hidden, features = h0.shape[1], w_ih.shape[1]
     width = out.shape[2]
     flat, weights = out.reshape(out.size), w_hh.reshape(w_hh.size)
-    wide, zeros = grad.shape[2] > 2 * hidden, np.zeros(4 * hidden, grad.dtype)
+    cells, wide, zeros = grad.shape[2] > hidden, grad.shape[2] > 2 * hidden, np.zeros(4 * hidden, grad.dtype)
     last = out[steps]
     last[:] = 0
-    for b in range(batch):
-        last[b, :2 * hidden] = grad[steps, b, :2 * hidden]
+    if grad.shape[0] > steps:
+        for b in range(batch):
+            last[b, :2 * hidden] = grad[steps, b, :2 * hidden]
     for t in range(steps - 1, -1, -1):
         for b in range(batch):
             if t < lengths[b]:
                 row = grad[t, b]
-                _lstm_cell_backward(row, row[2 * hidden:] if wide else zeros, packed[t, b],
+                _lstm_cell_backward(row[:hidden], row[hidden:2 * hidden] if cells else zeros[:hidden],
+                                    row[2 * hidden:] if wide else zeros, packed[t, b],
                                     c0[b] if t == 0 else packed[t - 1, b], 0 if t == 0 else hidden, last[b], out[t, b],
                                     hidden)
             else:
@@ -110,19 +113,19 @@ def lstm_backward(grad, packed, h0, c0, w_hh, w_ih, lengths, out):
 
 
 @njit(**JIT)
-def _lstm_cell_backward(g, gates, p, previous, start, state, d, hidden):
-    """One sequence's step backwards: g = [dh | dc] and ``gates`` (of the stored i, f, g, o) are its row of the
+def _lstm_cell_backward(dh, dc, gates, p, previous, start, state, d, hidden):
+    """One sequence's step backwards: dh, dc and ``gates`` (of the stored i, f, g, o) are its row of the
     packed gradient, p its row of the packed result, c_{t-1} is
     previous[start:start + H], state = [dh | dc] (from step t + 1), d gets [di | df | dg | do]. dc becomes
     dc_{t-1}; dh is consumed (left 0 for the step's product to add onto). tanh(c_t) waits in do's place."""
     wide_vectors()
     one = one_like(p)
     for j in range(hidden):
-        state[j] += g[j]
+        state[j] += dh[j]
     for j in range(hidden):
         d[3 * hidden + j] = tanh(p[hidden + j])
     for j in range(hidden):
-        state[hidden + j] = state[hidden + j] + g[hidden + j] + state[j] * p[5 * hidden + j] * (
+        state[hidden + j] = state[hidden + j] + dc[j] + state[j] * p[5 * hidden + j] * (
             one - d[3 * hidden + j] * d[3 * hidden + j])
     for j in range(hidden):
         d[3 * hidden + j] = (state[j] * d[3 * hidden + j] + gates[3 * hidden + j]) * p[5 * hidden + j] * (
@@ -193,7 +196,8 @@ def _gru_cell(row, previous, b_ih, b_hh, hidden):
 @njit(**JIT)
 def gru_backward(grad, packed, h0, w_hh, w_ih, lengths, out):
     """Backpropagation through time of gru_forward; ``grad`` is the gradient of the packed result (T + 1, B,
-    5H), or of its state columns alone (T + 1, B, H), the gates' gradients 0. out[t, b] (t < T) = [dr | dz | d(W_hn h + b_hn) | dn |
+    5H), of its state columns alone (T + 1, B, H: the gates' gradients 0) or of the steps' h alone (T, B, H:
+    the final state's gradient 0 too). out[t, b] (t < T) = [dr | dz | d(W_hn h + b_hn) | dn |
     dx_t]: r's, z's and n's pre-activation gradients on the input side are columns 0:2H and 3H:4H, on the
     hidden side 0:3H; out[T, b] = [dh0 | 0], the running dh while the steps are walked back."""
     steps, batch = packed.shape[0] - 1, packed.shape[1]
@@ -203,8 +207,9 @@ def gru_backward(grad, packed, h0, w_hh, w_ih, lengths, out):
     wide, zeros = grad.shape[2] > hidden, np.zeros(4 * hidden, grad.dtype)
     last = out[steps]
     last[:] = 0
-    for b in range(batch):
-        last[b, :hidden] = grad[steps, b, :hidden]
+    if grad.shape[0] > steps:
+        for b in range(batch):
+            last[b, :hidden] = grad[steps, b, :hidden]
     for t in range(steps - 1, -1, -1):
         for b in range(batch):
             if t < lengths[b]:

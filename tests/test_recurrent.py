@@ -201,6 +201,28 @@ def test_results_are_views_of_one_fused_op():
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_when_only_the_outputs_have_a_gradient_the_backward_kernel_takes_theirs_alone(kind):
+    """A loss of the outputs alone scatters nothing: lstm_backward reads the outputs' gradient (T, B, H),
+    here with the steps and the batch known only at run time."""
+    values = inputs(kind)
+    g = gv.Graph(kind)
+    x = g.placeholder("x", (None, None, values[0].shape[2]))
+    made = [x] + [g.var(n, v) for n, v in zip(NAMES[kind][1:], values[1:])]
+    results = getattr(g.nn, kind)(*made)
+    g.set_loss(g.math.sum(g.math.square(results[0])))
+    profile = gv.ProfilingListener()
+    got = g.calculate_gradients({"x": values[0]}, NAMES[kind][1:], listeners=[profile])
+    assert "scatter_view" not in [row["op"] for row in profile.rows()]
+    backward = [node for node in g.gradient_graph(NAMES[kind][1:]).graph.nodes() if node.op == f"{kind}_backward"]
+    assert len(backward) == 1 and g.gradient_graph(NAMES[kind][1:]).graph[backward[0].inputs[0]].shape == \
+        (None, None, values[1].shape[1])
+    outputs, leaves = torch_results(kind, values)
+    outputs[0].pow(2).sum().backward()
+    for name, leaf in zip(NAMES[kind][1:], leaves[1:]):
+        np.testing.assert_allclose(got[name], leaf.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
 def test_the_results_gradients_reach_the_backward_kernel_as_the_state_columns_alone(kind):
     """The public results' gradients are scattered into the state columns (T + 1, B, 2H or H), not into zeros
     of the whole packed result (6H or 5H wide), and give the same gradients as PyTorch."""

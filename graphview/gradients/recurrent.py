@@ -3,12 +3,12 @@
 The gradient of the packed result goes through one backpropagation-through-time op, which gives x's
 gradient too, then one op for the weight gradients of all steps. The public results read the packed
 result through one view of its state columns, so their gradients reach the op as one scatter of those
-columns into zeros of the packed shape; the rule then gives the backward op the scattered values alone,
-and the full-width zeros are neither built nor read. Any other gradient of the packed result (a gradient
+columns into zeros of the packed shape; the rule then gives the backward op the scattered values alone
+(and when only the outputs have a gradient, theirs alone), so the zeros are neither built nor read. Any other gradient of the packed result (a gradient
 check of the op itself) is taken whole. The pieces are views, cut by the hidden size only (the weight
 gradients' columns count from the end), so the number of features may be unknown when built.
 """
-from graphview.ops.recurrent import gru_op, lstm_op, state_columns
+from graphview.ops.recurrent import gru_op, lstm_op, state_columns, step_rows
 from graphview.ops.recurrent_backward import gru_backward, gru_weight_gradients, lstm_backward, \
     lstm_weight_gradients
 from graphview.ops.shape import permute
@@ -21,19 +21,29 @@ def _input_gradient(gates, hidden, layout):
     return permute(dx, (1, 0, 2)) if layout == "btf" else dx
 
 
-def _state_gradient(grad, out, width):
-    """The values that ``grad`` scatters into the packed result's state columns (its first ``width``) when it is
-    that scatter (the public results' gradients: ops/recurrent.py's state_columns), else ``grad`` itself."""
+def _scattered(grad, descriptors):
+    """The values ``grad`` scatters through ``descriptors`` when it is such a scatter (the gradient of that
+    view: zeros of its input's shape but there), else None."""
     node = grad.node
-    if node.op == "scatter_view" and node.inputs[1] == out.name and \
-            node.attributes["descriptors"] == state_columns(width):
+    if node.op == "scatter_view" and node.attributes["descriptors"] == descriptors:
         return grad.graph[node.inputs[0]]
-    return grad
+    return None
+
+
+def _public_gradient(grad, states, hidden):
+    """What the backward op takes of ``grad``: the state columns' gradient (T + 1, B, states * H) when ``grad``
+    is its scatter (the public results read the packed result through that view), and the steps' h rows'
+    (T, B, H) when that in turn is their scatter alone (only the outputs have a gradient); else ``grad``."""
+    columns = _scattered(grad, state_columns(states * hidden))
+    if columns is None:
+        return grad
+    steps = _scattered(columns, step_rows(hidden))
+    return columns if steps is None else steps
 
 
 def _lstm(grad, out, x, h0, c0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
     hidden = w_hh.shape[1]                      # static: the forward op refuses an unknown one
-    gates = lstm_backward(_state_gradient(grad, out, 2 * hidden), out, h0, c0, w_hh, w_ih, *lengths)
+    gates = lstm_backward(_public_gradient(grad, 2, hidden), out, h0, c0, w_hh, w_ih, *lengths)
     weights = lstm_weight_gradients(gates, x, h0, out, layout=layout)   # (4H, F + H + 1)
     bias = weights[:, -1]
     return (_input_gradient(gates, hidden, layout), gates[-1, :, :hidden],
@@ -43,7 +53,7 @@ def _lstm(grad, out, x, h0, c0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
 
 def _gru(grad, out, x, h0, w_ih, w_hh, b_ih, b_hh, *lengths, layout="btf"):
     hidden = w_hh.shape[1]
-    gates = gru_backward(_state_gradient(grad, out, hidden), out, h0, w_hh, w_ih, *lengths)
+    gates = gru_backward(_public_gradient(grad, 1, hidden), out, h0, w_hh, w_ih, *lengths)
     weights = gru_weight_gradients(gates, x, h0, out, layout=layout)    # (3H, F + H + 2)
     return (_input_gradient(gates, hidden, layout), gates[-1, :, :hidden],
             weights[:, :-(hidden + 2)], weights[:, -(hidden + 2):-2], weights[:, -2],

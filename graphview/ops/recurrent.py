@@ -277,13 +277,22 @@ def _lengths_of_time_dim(x, layout):
     return table.lengths_of(x.graph, time_dim)
 
 
+def _descriptors(key):
+    descriptors, _ = indexing.from_numpy_key(key, 3)
+    return tuple(tuple(int(value) for value in descriptor) for descriptor in descriptors)
+
+
 def state_columns(width):
     """The descriptors of the view of the packed result's first ``width`` columns in every row: the states
     ([h | c] for lstm, [h] for gru), which the public results read through this one view. Their gradients
     then reach the op as one scatter of these columns, whose values the gradient rule takes in place of the
     packed result's gradient (graphview/gradients/recurrent.py)."""
-    descriptors, _ = indexing.from_numpy_key((slice(None), slice(None), slice(0, width)), 3)
-    return tuple(tuple(int(value) for value in descriptor) for descriptor in descriptors)
+    return _descriptors((slice(None), slice(None), slice(0, width)))
+
+
+def step_rows(hidden):
+    """The descriptors of the outputs' view of the state columns: the steps' rows of h, (T, B, H)."""
+    return _descriptors((slice(None, -1), slice(None), slice(0, hidden)))
 
 
 def _results(packed, x, layout, states, sections):
@@ -291,7 +300,7 @@ def _results(packed, x, layout, states, sections):
     the view of the state columns (state_columns)."""
     hidden = packed.shape[2] // sections
     columns = packed[:, :, :states * hidden]                      # state_columns(states * hidden)
-    steps = columns[:-1, :, :hidden]
+    steps = columns[:-1, :, :hidden]                              # step_rows(hidden)
     outputs = permute(steps, (1, 0, 2)) if layout == "btf" else steps
     finals = tuple(columns[-1, :, k * hidden:(k + 1) * hidden] for k in range(states))
     if isinstance(x, Variable):

@@ -32,12 +32,18 @@ def _packed_pattern(sections):
 
 
 def _grad_pattern(sections, states, grad, packed, w_hh):
-    """grad's pattern: the gradient of every section of the packed result, or of its state columns alone
-    (ops/recurrent.py's state_columns: the gates' gradients are then 0), as its width and the hidden size say."""
+    """grad's pattern: the gradient of every section of the packed result, of its state columns alone (the
+    gates' gradients are then 0), or of the steps' h rows alone (T, B, H: the outputs', the final states'
+    gradients 0 too), as its width and rows say (graphview/gradients/recurrent.py gives the last two)."""
     hidden = w_hh[1] if len(w_hh) == 2 and w_hh[1] is not None else \
         packed[2] // sections if len(packed) == 3 and packed[2] is not None else None
-    narrow = len(grad) == 3 and hidden is not None and grad[2] == len(states) * hidden
-    return _packed_pattern(len(states) if narrow else sections)
+    count = len(states)
+    if len(grad) != 3 or hidden is None or grad[2] not in (hidden, count * hidden):
+        return _packed_pattern(sections)
+    rows_known = grad[0] is not None and len(packed) == 3 and packed[0] is not None
+    if grad[2] == hidden and (count > 1 or rows_known and grad[0] == packed[0] - 1):
+        return ((1, "steps", 0), "batch", "hidden")
+    return _packed_pattern(count)
 
 
 def _backward_sizes(op, sections, gates, grad, packed, states, w_hh, w_ih, lengths):
@@ -72,9 +78,9 @@ def _gru_backward_kernel(grad, packed, h0, w_hh, w_ih, *rest):
 
 
 def _widened(grad, packed):
-    """grad as the gradient of every section of ``packed``: 0 past the columns it has (the state columns')."""
+    """grad as the gradient of every section of ``packed``: 0 past the rows and columns it has."""
     wide = np.zeros(packed.shape)
-    wide[:, :, :grad.shape[2]] = grad
+    wide[:grad.shape[0], :, :grad.shape[2]] = grad
     return wide
 
 
@@ -181,16 +187,17 @@ def _backward_samples(forward, gru):
 
 
 def _backward_op_samples(source, states):
-    """Each source case, and some with the gradient of the state columns alone (the public results')."""
+    """Each source case, and some with the gradient of the state columns alone (the public results') or of the
+    steps' h alone (the outputs')."""
     def samples():
         result = []
         for label, inputs, _, _ in source():
             result.append(Sample(inputs, label=label))
-            if label in ("float64", "float32", "lengths 4, 0, 1"):
+            if label in ("float64", "float32", "lengths 4, 0, 1", "no steps"):
                 grad, packed = inputs[:2]
                 hidden = packed.shape[2] // (states + 4)          # the states' sections, then the 4 gates'
-                narrow = np.ascontiguousarray(grad[:, :, :states * hidden])
-                result.append(Sample((narrow,) + inputs[1:], label=f"{label}, state columns"))
+                for part, narrow in (("state columns", grad[:, :, :states * hidden]), ("steps' h", grad[:-1, :, :hidden])):
+                    result.append(Sample((np.ascontiguousarray(narrow),) + inputs[1:], label=f"{label}, {part}"))
         return result
     return samples
 

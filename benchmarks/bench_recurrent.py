@@ -91,15 +91,14 @@ def parts(repeat, number):
     xt = time_major(x, "btf")
     lengths = checked_lengths("lstm", (), BATCH, STEPS)
     packed = np.empty((STEPS + 1, BATCH, 6 * HIDDEN), np.float32)
-    bias = b_ih + b_hh
-    kernels.lstm_forward(xt, h0, h0, w_ih, w_hh, bias, lengths, packed)   # h_{t-1} below: values, not np.empty's
-    grad = r.normal(size=packed.shape).astype(np.float32)
+    kernels.lstm_forward(xt, h0, h0, w_ih, w_hh, b_ih, b_hh, lengths, packed)   # h_{t-1} below: values, not np.empty's
+    grad = r.normal(size=(STEPS, BATCH, HIDDEN)).astype(np.float32)   # the outputs' alone, as the step's loss gives
     gates = np.empty((STEPS + 1, BATCH, 4 * HIDDEN + FEATURES), np.float32)
     weight_grads = np.empty((4 * HIDDEN, FEATURES + HIDDEN + 1), np.float32)
     previous = np.ascontiguousarray(packed[:STEPS, :, :HIDDEN].reshape(-1, HIDDEN))
     timed = {
         "forward kernel (stores h, c and the 4 gates)":
-            lambda: kernels.lstm_forward(xt, h0, h0, w_ih, w_hh, bias, lengths, packed),
+            lambda: kernels.lstm_forward(xt, h0, h0, w_ih, w_hh, b_ih, b_hh, lengths, packed),
         "backpropagation through time kernel (and dx)":
             lambda: kernels.lstm_backward(grad, packed, h0, h0, w_hh, w_ih, lengths, gates),
         "weight gradients kernel": lambda: kernels.lstm_weight_gradients(gates, xt, h0, packed, weight_grads),

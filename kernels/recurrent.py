@@ -34,10 +34,11 @@ def _final_rows(out, h0, c0, lengths, width):
 # --- LSTM: a packed row is [h | c | i | f | g | o], the gates after their activations ------------------
 
 @njit(**JIT)
-def lstm_forward(x, h0, c0, w_ih, w_hh, bias, lengths, out):
+def lstm_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, lengths, out):
     """out[t, b] = [h_t | c_t | i | f | g | o] of step t (0 past lengths[b]), out[T, b] = [h_n | c_n | 0].
-    ``w_ih`` (4H, F) and ``w_hh`` (4H, H) as PyTorch holds them, ``bias`` = b_ih + b_hh."""
+    ``w_ih`` (4H, F), ``w_hh`` (4H, H), ``b_ih`` and ``b_hh`` (4H,) as PyTorch holds them."""
     steps, batch, features = x.shape
+    bias = b_ih + b_hh
     hidden = h0.shape[1]
     width = out.shape[2]
     packed, weights = out.reshape(out.size), w_hh.reshape(w_hh.size)

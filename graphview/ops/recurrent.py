@@ -150,7 +150,7 @@ def _lstm_kernel(x, h0, c0, w_ih, w_hh, b_ih, b_hh, *rest, layout="btf"):
     *lengths, out = rest
     x = time_major(x, layout)
     lengths = checked_lengths("lstm", lengths, x.shape[1], x.shape[0])
-    kernels.lstm_forward(x, _c(h0), _c(c0), _c(w_ih), _c(w_hh), b_ih + b_hh, lengths, out)
+    kernels.lstm_forward(x, _c(h0), _c(c0), _c(w_ih), _c(w_hh), _c(b_ih), _c(b_hh), lengths, out)
 
 
 def _gru_kernel(x, h0, w_ih, w_hh, b_ih, b_hh, *rest, layout="btf"):

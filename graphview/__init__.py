@@ -15,6 +15,7 @@ importlib.import_module("graphview.ops")
 # Every built-in op's gradient rule, registered before any user code runs (ADR 0017).
 importlib.import_module("graphview.gradients")
 from graphview.registry import defop, defvjp, ops  # noqa: E402
+from graphview.rule_context import needs_gradient  # noqa: E402
 from graphview.gradients.unbroadcast import unbroadcast  # noqa: E402  (for gradient rules of broadcasting ops)
 from graphview import attributes as attrs  # noqa: E402  (gv.attrs.Axis(), gv.attrs.Seed(), ... for defop)
 from graphview.testing import Sample  # noqa: E402
@@ -60,7 +61,8 @@ VARIABLE, CONSTANT, PLACEHOLDER, ARRAY = Kind.VARIABLE, Kind.CONSTANT, Kind.PLAC
 from graphview.version import __version__  # noqa: E402,F401  (one place: graph files write it too)
 
 __all__ = [
-    "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "defvjp", "unbroadcast", "Masked", "ops", "attrs", "Sample",
+    "Graph", "Variable", "Kind", "VARIABLE", "CONSTANT", "PLACEHOLDER", "ARRAY", "defop", "defvjp", "needs_gradient",
+    "unbroadcast", "Masked", "ops", "attrs", "Sample",
     "GraphviewError", "ShapeError", "DTypeError", "IndexDescriptorError", "InplaceModificationError",
     "GraphFileError", "NameConflictError", "UnknownNameError", "PlaceholderError", "ExecutionError", "OpArgumentError",
     "TrainingError", "indexing", "point", "interval", "all", "new_axis",

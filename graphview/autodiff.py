@@ -22,6 +22,7 @@ from graphview.execution import executor_of
 from graphview.ops.math import add, cast
 from graphview.ops.shape import broadcast_like
 from graphview.registry import default_graph, get as get_op
+from graphview.rule_context import gradients_needed
 from graphview.shapes import format_shape
 from graphview.variable import Kind, Variable
 
@@ -143,6 +144,20 @@ def _backward(graph, order, losses, wrt):
             loss = graph[name]
             pending[name].append(broadcast_like(graph.constant_like(1.0, loss.dtype), loss))
     totals = {}
+    with gradients_needed(relevant):
+        _propagate(graph, order, relevant, pending, totals)
+    result = {}
+    for name in wrt:
+        result[name] = totals.get(name)
+        if result[name] is None:
+            variable = graph[name]
+            result[name] = broadcast_like(graph.constant_like(0.0, variable.dtype), variable)
+    return result
+
+
+def _propagate(graph, order, relevant, pending, totals):
+    """Walk the forward nodes backwards, summing each one's pending gradient contributions (into ``totals``)
+    and passing them through its gradient rule to its inputs."""
     for node in reversed(order):
         if node.name not in relevant or not pending.get(node.name):
             continue
@@ -172,13 +187,6 @@ def _backward(graph, order, losses, wrt):
             if contribution is None or source.name not in relevant:
                 continue
             pending[source.name].append(_checked(node, source, contribution))
-    result = {}
-    for name in wrt:
-        result[name] = totals.get(name)
-        if result[name] is None:
-            variable = graph[name]
-            result[name] = broadcast_like(graph.constant_like(0.0, variable.dtype), variable)
-    return result
 
 
 def _checked(node, source, grad):

@@ -31,6 +31,19 @@ def _final_rows(out, h0, c0, lengths, width):
             last[b, :width] = out[lengths[b] - 1, b, :width]
 
 
+@njit(**JIT)
+def _adds_nothing(h0, w_hh):
+    """Whether h0 @ W_hh^T is exactly 0: h0 all zero and W_hh finite (0 times an infinity or NaN is NaN). The
+    forward kernels then skip the first step's product: zero initial states are the common case."""
+    for value in h0.reshape(h0.size):
+        if value != 0:
+            return False
+    for value in w_hh.reshape(w_hh.size):
+        if not np.isfinite(value):
+            return False
+    return True
+
+
 # --- LSTM: a packed row is [h | c | i | f | g | o], the gates after their activations ------------------
 
 @njit(**JIT)
@@ -44,10 +57,12 @@ def lstm_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, lengths, out):
     packed, weights = out.reshape(out.size), w_hh.reshape(w_hh.size)
     product(False, True, steps * batch, 4 * hidden, features, x.reshape(x.size), 0, features,
              w_ih.reshape(w_ih.size), 0, features, 0.0, packed, 2 * hidden, width)
+    skip = steps > 0 and _adds_nothing(h0, w_hh)
     for t in range(steps):
         if t == 0:   # the gate columns += h_{t-1} @ W_hh^T, h_{t-1} read in place
-            product(False, True, batch, 4 * hidden, hidden, h0.reshape(h0.size), 0, hidden, weights, 0, hidden, 1.0,
-                     packed, 2 * hidden, width)
+            if not skip:
+                product(False, True, batch, 4 * hidden, hidden, h0.reshape(h0.size), 0, hidden, weights, 0, hidden,
+                        1.0, packed, 2 * hidden, width)
         else:
             product(False, True, batch, 4 * hidden, hidden, packed, (t - 1) * batch * width, width, weights, 0,
                      hidden, 1.0, packed, t * batch * width + 2 * hidden, width)
@@ -80,10 +95,11 @@ def _lstm_cell(row, previous, start, bias, hidden):
 
 
 @njit(**JIT)
-def lstm_backward(grad, packed, h0, c0, w_hh, w_ih, lengths, out):
+def lstm_backward(grad, packed, h0, c0, w_hh, w_ih, lengths, with_dh0, out):
     """Backpropagation through time of lstm_forward; ``grad`` is the gradient of every entry of the packed
     result (T + 1, B, 6H), of its state columns alone (T + 1, B, 2H: [dh | dc], the gates' gradients 0), or
-    of the steps' h alone (T, B, H: the outputs', the final states' gradients 0 too).
+    of the steps' h alone (T, B, H: the outputs', the final states' gradients 0 too). Without ``with_dh0``
+    (h0 has no gradient to give: a constant), the first step's product with W_hh is skipped, dh0 left 0.
     out[t, b] (t < T) = [di | df | dg | do | dx_t]: the gradients of step t's gate pre-activations,
     then of x_t; out[T, b] = [dh0 | dc0 | 0]. Row T holds the running dh and dc while the steps are walked
     back: each step's product adds d_gates @ W_hh onto dh in place."""
@@ -107,8 +123,11 @@ def lstm_backward(grad, packed, h0, c0, w_hh, w_ih, lengths, out):
                                     hidden)
             else:
                 out[t, b] = 0
-        product(False, False, batch, hidden, 4 * hidden, flat, t * batch * width, width, weights, 0, hidden, 1.0,
-                 flat, steps * batch * width, width)
+        if t > 0 or with_dh0:
+            product(False, False, batch, hidden, 4 * hidden, flat, t * batch * width, width, weights, 0, hidden, 1.0,
+                    flat, steps * batch * width, width)
+    if not with_dh0:
+        last[:, :hidden] = 0
     product(False, False, steps * batch, features, 4 * hidden, flat, 0, width, w_ih.reshape(w_ih.size), 0, features,
              0.0, flat, 4 * hidden, width)
 
@@ -161,12 +180,14 @@ def gru_forward(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, out):
              hidden, width)
     product(False, True, steps * batch, hidden, features, xs, 0, features, inputs, 2 * hidden * features, features,
              0.0, packed, 4 * hidden, width)
+    skip = steps > 0 and _adds_nothing(h0, w_hh)
     for t in range(steps):
         for b in range(batch):
             out[t, b, 3 * hidden:4 * hidden] = b_hh[2 * hidden:]
         if t == 0:
-            product(False, True, batch, 3 * hidden, hidden, h0.reshape(h0.size), 0, hidden, weights, 0, hidden, 1.0,
-                     packed, hidden, width)
+            if not skip:
+                product(False, True, batch, 3 * hidden, hidden, h0.reshape(h0.size), 0, hidden, weights, 0, hidden,
+                        1.0, packed, hidden, width)
         else:
             product(False, True, batch, 3 * hidden, hidden, packed, (t - 1) * batch * width, width, weights, 0,
                      hidden, 1.0, packed, t * batch * width + hidden, width)
@@ -195,12 +216,13 @@ def _gru_cell(row, previous, b_ih, b_hh, hidden):
 
 
 @njit(**JIT)
-def gru_backward(grad, packed, h0, w_hh, w_ih, lengths, out):
+def gru_backward(grad, packed, h0, w_hh, w_ih, lengths, with_dh0, out):
     """Backpropagation through time of gru_forward; ``grad`` is the gradient of the packed result (T + 1, B,
     5H), of its state columns alone (T + 1, B, H: the gates' gradients 0) or of the steps' h alone (T, B, H:
-    the final state's gradient 0 too). out[t, b] (t < T) = [dr | dz | d(W_hn h + b_hn) | dn |
-    dx_t]: r's, z's and n's pre-activation gradients on the input side are columns 0:2H and 3H:4H, on the
-    hidden side 0:3H; out[T, b] = [dh0 | 0], the running dh while the steps are walked back."""
+    the final state's gradient 0 too); without ``with_dh0``, the first step's product is skipped and dh0 left
+    0. out[t, b] (t < T) = [dr | dz | d(W_hn h + b_hn) | dn | dx_t]: r's, z's and n's pre-activation gradients
+    on the input side are columns 0:2H and 3H:4H, on the hidden side 0:3H; out[T, b] = [dh0 | 0], the running
+    dh while the steps are walked back."""
     steps, batch = packed.shape[0] - 1, packed.shape[1]
     hidden, features = h0.shape[1], w_ih.shape[1]
     width = out.shape[2]
@@ -219,8 +241,11 @@ def gru_backward(grad, packed, h0, w_hh, w_ih, lengths, out):
                                    h0[b] if t == 0 else packed[t - 1, b], last[b], out[t, b], hidden)
             else:
                 out[t, b] = 0
-        product(False, False, batch, hidden, 3 * hidden, flat, t * batch * width, width, weights, 0, hidden, 1.0,
-                 flat, steps * batch * width, width)
+        if t > 0 or with_dh0:
+            product(False, False, batch, hidden, 3 * hidden, flat, t * batch * width, width, weights, 0, hidden, 1.0,
+                    flat, steps * batch * width, width)
+    if not with_dh0:
+        last[:, :hidden] = 0
     product(False, False, steps * batch, features, 2 * hidden, flat, 0, width, inputs, 0, features, 0.0, flat,
              4 * hidden, width)
     product(False, False, steps * batch, features, hidden, flat, 3 * hidden, width, inputs, 2 * hidden * features,
@@ -230,8 +255,8 @@ def gru_backward(grad, packed, h0, w_hh, w_ih, lengths, out):
 @njit(**JIT)
 def _gru_cell_backward(g, gates, p, previous, state, d, hidden):
     """One sequence's step backwards (g = [dh] and ``gates`` = [r | z | W_hn h + b_hn | n]: its row of the
-    packed gradient; p: of the packed result; h_{t-1} is previous[:H]): d gets [dr | dz | d(W_hn h + b_hn) | dn], state[:H] (dh from step t + 1) becomes its
-    part through z; the step's product adds the rest."""
+    packed gradient; p: of the packed result; h_{t-1} is previous[:H]): d gets [dr | dz | d(W_hn h + b_hn) |
+    dn], state[:H] (dh from step t + 1) becomes its part through z; the step's product adds the rest."""
     wide_vectors()
     one = one_like(p)
     for j in range(hidden):

@@ -17,7 +17,7 @@ LAYERS = {
     1: ["graphview.errors", "graphview.shapes", "graphview.dtypes", "graphview.dims", "graphview.attributes",
         "graphview.registry", "graphview.variable", "graphview.indexing", "graphview.testing",
         "graphview.runstate", "graphview.version", "graphview.layouts.table", "graphview.masked_form",
-        "graphview.init", "graphview.config", "graphview.allocation"],
+        "graphview.init", "graphview.config", "graphview.allocation", "graphview.rule_context"],
     2: ["graphview.ops.*", "graphview.layouts", "graphview.layouts.dimrules", "graphview.layouts.ops"],
     3: ["graphview.core", "graphview.infer"],
     4: ["graphview.building", "graphview.masking", "graphview.listeners", "graphview.scheduling",

@@ -5,7 +5,7 @@ graphview/gradients/recurrent.py use them.
 """
 import numpy as np
 
-from graphview import dtypes
+from graphview import attributes, dtypes
 from graphview.errors import ShapeError
 from graphview.registry import defop
 from graphview.shapes import format_shape
@@ -15,6 +15,9 @@ from graphview.ops.recurrent import GRU_SECTIONS, LAYOUT, LSTM_SECTIONS, checked
 from graphview_kernels import recurrent as kernels
 
 _c = np.ascontiguousarray
+# False when h0 has no gradient to give (a constant): the first step's product with w_hh, which only dh0 needs,
+# is skipped and dh0 is 0.
+H0_GRADIENT = {"h0_gradient": attributes.Bool()}
 
 
 def _valid(packed, lengths):
@@ -57,24 +60,24 @@ def _backward_sizes(op, sections, gates, grad, packed, states, w_hh, w_ih, lengt
     return (packed[0], packed[1], None if hidden is None or features is None else 4 * hidden + features)
 
 
-def _lstm_backward_shape(grad, packed, h0, c0, w_hh, w_ih, *lengths):
+def _lstm_backward_shape(grad, packed, h0, c0, w_hh, w_ih, *lengths, h0_gradient=True):
     return _backward_sizes("lstm_backward", LSTM_SECTIONS, 4, grad, packed, (("h0", h0), ("c0", c0)), w_hh, w_ih, lengths)
 
 
-def _gru_backward_shape(grad, packed, h0, w_hh, w_ih, *lengths):
+def _gru_backward_shape(grad, packed, h0, w_hh, w_ih, *lengths, h0_gradient=True):
     return _backward_sizes("gru_backward", GRU_SECTIONS, 3, grad, packed, (("h0", h0),), w_hh, w_ih, lengths)
 
 
-def _lstm_backward_kernel(grad, packed, h0, c0, w_hh, w_ih, *rest):
+def _lstm_backward_kernel(grad, packed, h0, c0, w_hh, w_ih, *rest, h0_gradient=True):
     *lengths, out = rest
     lengths = checked_lengths("lstm_backward", lengths, packed.shape[1], packed.shape[0] - 1)
-    kernels.lstm_backward(_c(grad), _c(packed), _c(h0), _c(c0), _c(w_hh), _c(w_ih), lengths, out)
+    kernels.lstm_backward(_c(grad), _c(packed), _c(h0), _c(c0), _c(w_hh), _c(w_ih), lengths, h0_gradient, out)
 
 
-def _gru_backward_kernel(grad, packed, h0, w_hh, w_ih, *rest):
+def _gru_backward_kernel(grad, packed, h0, w_hh, w_ih, *rest, h0_gradient=True):
     *lengths, out = rest
     lengths = checked_lengths("gru_backward", lengths, packed.shape[1], packed.shape[0] - 1)
-    kernels.gru_backward(_c(grad), _c(packed), _c(h0), _c(w_hh), _c(w_ih), lengths, out)
+    kernels.gru_backward(_c(grad), _c(packed), _c(h0), _c(w_hh), _c(w_ih), lengths, h0_gradient, out)
 
 
 def _widened(grad, packed):
@@ -84,7 +87,7 @@ def _widened(grad, packed):
     return wide
 
 
-def _lstm_backward_reference(grad, packed, h0, c0, w_hh, w_ih, *lengths):
+def _lstm_backward_reference(grad, packed, h0, c0, w_hh, w_ih, *lengths, h0_gradient=True):
     g, p = sections_of(_widened(grad, packed), LSTM_SECTIONS), sections_of(packed.astype(np.float64), LSTM_SECTIONS)
     steps, hidden, valid = p.shape[1] - 1, p.shape[3], _valid(packed, lengths)
     dh, dc = g[0, -1].copy(), g[1, -1].copy()
@@ -102,11 +105,11 @@ def _lstm_backward_reference(grad, packed, h0, c0, w_hh, w_ih, *lengths):
         out[t] = np.concatenate([gates, gates @ w_ih.astype(np.float64)], axis=1)
         dc = np.where(live, dc_t * f, dc)
         dh = np.where(live, gates @ w_hh.astype(np.float64), dh)
-    out[-1, :, :hidden], out[-1, :, hidden:2 * hidden] = dh, dc
+    out[-1, :, :hidden], out[-1, :, hidden:2 * hidden] = dh * h0_gradient, dc
     return out.astype(grad.dtype)
 
 
-def _gru_backward_reference(grad, packed, h0, w_hh, w_ih, *lengths):
+def _gru_backward_reference(grad, packed, h0, w_hh, w_ih, *lengths, h0_gradient=True):
     g, p = sections_of(_widened(grad, packed), GRU_SECTIONS), sections_of(packed.astype(np.float64), GRU_SECTIONS)
     steps, hidden, valid = p.shape[1] - 1, p.shape[3], _valid(packed, lengths)
     dh = g[0, -1].copy()
@@ -124,7 +127,7 @@ def _gru_backward_reference(grad, packed, h0, w_hh, w_ih, *lengths):
         input_side = np.where(live, np.concatenate([dr, dz, dn], axis=1), 0.0)
         out[t] = np.concatenate([hidden_side, input_side[:, 2 * hidden:], input_side @ w_ih.astype(np.float64)], axis=1)
         dh = np.where(live, dh_t * z + hidden_side @ w_hh.astype(np.float64), dh)
-    out[-1, :, :hidden] = dh
+    out[-1, :, :hidden] = dh * h0_gradient
     return out.astype(grad.dtype)
 
 
@@ -198,6 +201,7 @@ def _backward_op_samples(source, states):
                 hidden = packed.shape[2] // (states + 4)          # the states' sections, then the 4 gates'
                 for part, narrow in (("state columns", grad[:, :, :states * hidden]), ("steps' h", grad[:-1, :, :hidden])):
                     result.append(Sample((np.ascontiguousarray(narrow),) + inputs[1:], label=f"{label}, {part}"))
+                result.append(Sample(inputs, {"h0_gradient": False}, label=f"{label}, no dh0"))
         return result
     return samples
 
@@ -212,13 +216,15 @@ _GRU_SOURCE = _backward_samples(gru_op, True)
 lstm_backward = defop("lstm_backward", shape=_lstm_backward_shape, dtype=lengths_dtype(6), kernel=_lstm_backward_kernel,
                       no_gradient=_NOT_DIFFERENTIABLE, promote="float", promote_inputs=tuple(range(6)), accepts=dtypes.FLOATS,
                       samples=_backward_op_samples(_LSTM_SOURCE, 2), reference=_lstm_backward_reference,
-                      family="recurrent", doc="lstm's backpropagation through time: (T+1, B, 4H+F), each step's gate "
-                      "pre-activation gradients then x's, dh0 and dc0 in row T. " + _NOT_DIFFERENTIABLE)
+                      family="recurrent", attrs=H0_GRADIENT, doc="lstm's backpropagation through time: (T+1, B, 4H+F), "
+                      "each step's gate pre-activation gradients then x's, dh0 (0 without h0_gradient) and dc0 in row T. "
+                      + _NOT_DIFFERENTIABLE)
 gru_backward = defop("gru_backward", shape=_gru_backward_shape, dtype=lengths_dtype(5), kernel=_gru_backward_kernel,
                      no_gradient=_NOT_DIFFERENTIABLE, promote="float", promote_inputs=tuple(range(5)), accepts=dtypes.FLOATS,
                      samples=_backward_op_samples(_GRU_SOURCE, 1), reference=_gru_backward_reference,
-                     family="recurrent", doc="gru's backpropagation through time: (T+1, B, 4H+F), each step's r, z, "
-                     "W_hn h + b_hn and n gradients then x's, dh0 in row T. " + _NOT_DIFFERENTIABLE)
+                     family="recurrent", attrs=H0_GRADIENT, doc="gru's backpropagation through time: (T+1, B, 4H+F), "
+                     "each step's r, z, W_hn h + b_hn and n gradients then x's, dh0 (0 without h0_gradient) in row T. "
+                     + _NOT_DIFFERENTIABLE)
 lstm_weight_gradients = defop(
     "lstm_weight_gradients", shape=_weight_gradients_shape(LSTM_SECTIONS, 4, 1),
     kernel=_weight_gradients_kernel(kernels.lstm_weight_gradients), no_gradient=_NOT_DIFFERENTIABLE, promote="float",

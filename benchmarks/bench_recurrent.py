@@ -8,11 +8,9 @@ and the parts of graphview's step (the forward kernel, backpropagation through t
 weight gradients) and what recomputing the gates in the backward pass, instead of storing them, would
 add (ADR 0020).
 
-"graphview alone" is graphview's step timed in a fresh process of its own (--alone). It is slower:
-each step allocates and frees arrays of a few MB (the packed result, its gradient), which glibc serves
-with fresh mmap'd pages (about 1100 page faults per step) until a larger block has been freed; PyTorch's
-first step frees such blocks, raising glibc's mmap threshold, and graphview's buffers come from the heap
-from then on (MALLOC_MMAP_THRESHOLD_=100000000 MALLOC_TRIM_THRESHOLD_=100000000 does the same).
+"graphview alone" is graphview's step timed in a fresh process of its own (--alone), where PyTorch never
+runs: the same, since graphview raises glibc's mmap threshold when imported (ADR 0026), so the step's
+few-MB arrays come from the heap either way.
 
 Run: OPENBLAS_NUM_THREADS=1 python benchmarks/bench_recurrent.py [--repeat N] [--number N]
 """
@@ -99,8 +97,8 @@ def parts(repeat, number):
     timed = {
         "forward kernel (stores h, c and the 4 gates)":
             lambda: kernels.lstm_forward(xt, h0, h0, w_ih, w_hh, b_ih, b_hh, lengths, packed),
-        "backpropagation through time kernel (and dx)":
-            lambda: kernels.lstm_backward(grad, packed, h0, h0, w_hh, w_ih, lengths, gates),
+        "backpropagation through time kernel (and dx; no dh0, as for the step's constant h0)":
+            lambda: kernels.lstm_backward(grad, packed, h0, h0, w_hh, w_ih, lengths, False, gates),
         "weight gradients kernel": lambda: kernels.lstm_weight_gradients(gates, xt, h0, packed, weight_grads),
         "recomputing the gate pre-activations (2 products)":
             lambda: np.dot(previous, w_hh.T) + np.dot(xt.reshape(-1, FEATURES), w_ih.T),

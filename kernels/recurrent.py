@@ -2,8 +2,8 @@
 
 Every array is C-contiguous and time-major: ``x`` is (T, B, F); the packed forward result is (T + 1, B,
 sections * H), one row per step and sequence holding every section side by side (graphview/ops/recurrent.py
-says which), row T the final states. The matrix products are BLAS calls (kernels/blas.py's ``product``: numba's gemm
-wrapper, with leading dimensions and beta, so a product reads and writes columns of a packed row in place):
+says which), row T the final states. The matrix products are BLAS calls (kernels/blas.py's ``product``, with
+leading dimensions and beta, so a product reads and writes columns of a packed row in place):
 the input projection of all steps is one product into the gate columns before the loop, each step adds
 h_{t-1} @ W_hh^T onto them, and the activations then run in place. A sequence b stops at ``lengths[b]``:
 its rows past it are 0 and row T holds its last valid state.
@@ -56,7 +56,7 @@ def lstm_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, lengths, out):
     width = out.shape[2]
     packed, weights = out.reshape(out.size), w_hh.reshape(w_hh.size)
     product(False, True, steps * batch, 4 * hidden, features, x.reshape(x.size), 0, features,
-             w_ih.reshape(w_ih.size), 0, features, 0.0, packed, 2 * hidden, width)
+            w_ih.reshape(w_ih.size), 0, features, 0.0, packed, 2 * hidden, width)
     skip = steps > 0 and _adds_nothing(h0, w_hh)
     for t in range(steps):
         if t == 0:   # the gate columns += h_{t-1} @ W_hh^T, h_{t-1} read in place
@@ -65,7 +65,7 @@ def lstm_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, lengths, out):
                         1.0, packed, 2 * hidden, width)
         else:
             product(False, True, batch, 4 * hidden, hidden, packed, (t - 1) * batch * width, width, weights, 0,
-                     hidden, 1.0, packed, t * batch * width + 2 * hidden, width)
+                    hidden, 1.0, packed, t * batch * width + 2 * hidden, width)
         for b in range(batch):
             if t < lengths[b]:
                 _lstm_cell(out[t, b], c0[b] if t == 0 else out[t - 1, b], 0 if t == 0 else hidden, bias, hidden)
@@ -129,7 +129,7 @@ def lstm_backward(grad, packed, h0, c0, w_hh, w_ih, lengths, with_dh0, out):
     if not with_dh0:
         last[:, :hidden] = 0
     product(False, False, steps * batch, features, 4 * hidden, flat, 0, width, w_ih.reshape(w_ih.size), 0, features,
-             0.0, flat, 4 * hidden, width)
+            0.0, flat, 4 * hidden, width)
 
 
 @njit(**JIT)
@@ -177,9 +177,9 @@ def gru_forward(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, out):
     packed, xs, inputs, weights = out.reshape(out.size), x.reshape(x.size), w_ih.reshape(w_ih.size), \
         w_hh.reshape(w_hh.size)
     product(False, True, steps * batch, 2 * hidden, features, xs, 0, features, inputs, 0, features, 0.0, packed,
-             hidden, width)
+            hidden, width)
     product(False, True, steps * batch, hidden, features, xs, 0, features, inputs, 2 * hidden * features, features,
-             0.0, packed, 4 * hidden, width)
+            0.0, packed, 4 * hidden, width)
     skip = steps > 0 and _adds_nothing(h0, w_hh)
     for t in range(steps):
         for b in range(batch):
@@ -190,7 +190,7 @@ def gru_forward(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, out):
                         1.0, packed, hidden, width)
         else:
             product(False, True, batch, 3 * hidden, hidden, packed, (t - 1) * batch * width, width, weights, 0,
-                     hidden, 1.0, packed, t * batch * width + hidden, width)
+                    hidden, 1.0, packed, t * batch * width + hidden, width)
         for b in range(batch):
             if t < lengths[b]:
                 _gru_cell(out[t, b], h0[b] if t == 0 else out[t - 1, b], b_ih, b_hh, hidden)
@@ -247,9 +247,9 @@ def gru_backward(grad, packed, h0, w_hh, w_ih, lengths, with_dh0, out):
     if not with_dh0:
         last[:, :hidden] = 0
     product(False, False, steps * batch, features, 2 * hidden, flat, 0, width, inputs, 0, features, 0.0, flat,
-             4 * hidden, width)
+            4 * hidden, width)
     product(False, False, steps * batch, features, hidden, flat, 3 * hidden, width, inputs, 2 * hidden * features,
-             features, 1.0, flat, 4 * hidden, width)
+            features, 1.0, flat, 4 * hidden, width)
 
 
 @njit(**JIT)
@@ -322,7 +322,7 @@ def lstm_weight_gradients(gates, x, h0, packed, out):
     steps, batch, features = x.shape
     hidden = h0.shape[1]
     product(True, False, 4 * hidden, features + hidden, steps * batch, gates.reshape(gates.size), 0, gates.shape[2],
-             _operand(x, h0, packed, gates).reshape(-1), 0, features + hidden, 0.0, out.reshape(out.size), 0, out.shape[1])
+            _operand(x, h0, packed, gates).reshape(-1), 0, features + hidden, 0.0, out.reshape(out.size), 0, out.shape[1])
     out[:, features + hidden] = _column_sums(gates, steps, 0, 4 * hidden)
 
 
@@ -337,9 +337,9 @@ def gru_weight_gradients(gates, x, h0, packed, out):
     flat, operand, result = gates.reshape(gates.size), _operand(x, h0, packed, gates).reshape(-1), out.reshape(out.size)
     product(True, False, 2 * hidden, columns, rows, flat, 0, width, operand, 0, columns, 0.0, result, 0, out.shape[1])
     product(True, False, hidden, features, rows, flat, 3 * hidden, width, operand, 0, columns, 0.0, result,
-             2 * hidden * out.shape[1], out.shape[1])
+            2 * hidden * out.shape[1], out.shape[1])
     product(True, False, hidden, hidden, rows, flat, 2 * hidden, width, operand, features, columns, 0.0, result,
-             2 * hidden * out.shape[1] + features, out.shape[1])
+            2 * hidden * out.shape[1] + features, out.shape[1])
     sums = _column_sums(gates, steps, 0, 4 * hidden)
     out[:2 * hidden, features + hidden] = sums[:2 * hidden]
     out[2 * hidden:, features + hidden] = sums[3 * hidden:]

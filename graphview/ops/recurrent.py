@@ -4,11 +4,11 @@ Each is one op over all time steps whose single output packs what the caller and
 need, time-major, the sections of a step side by side: ``lstm`` gives (T + 1, B, 6H) whose rows are
 [h | c | i | f | g | o]; ``gru`` gives (T + 1, B, 5H) with [h | r | z | W_hn h + b_hn | n]. Rows 0..T-1
 are the steps (0 past a sequence's length), row T the final states (then 0). The public functions return
-views of it (``outputs``, ``h_n``, ``c_n``), so nothing is copied and their gradients scatter back into
-one gradient of the packed result. Backpropagation through time is an op of its own (``lstm_backward``,
-``gru_backward``, which gives x's gradient too), and the weight gradients of all steps one more
-(``*_weight_gradients``): dedicated kernels, not differentiable. Their gradient rules are in
-graphview/gradients/recurrent.py.
+views of it (``outputs``, ``h_n``, ``c_n``), all through one view of its state columns, so nothing is
+copied and their gradients reach the gradient rule as that view's (graphview/gradients/recurrent.py).
+Backpropagation through time is an op of its own (``lstm_backward``, ``gru_backward``, which gives x's
+gradient too), and the weight gradients of all steps one more (``*_weight_gradients``): dedicated
+kernels, not differentiable, in graphview/ops/recurrent_backward.py.
 """
 
 import numpy as np

@@ -9,13 +9,12 @@ Run: python benchmarks/bench_activations.py [--shape 512x512] [--repeat 20] [--o
 import argparse
 import os
 import sys
-import time
 from math import erf
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import optional, table  # noqa: E402
+from common import best_of_turns, optional, table  # noqa: E402
 
 import graphview as gv  # noqa: E402
 
@@ -52,19 +51,6 @@ OPS = {
     "hard_tanh": (lambda g, x: g.nn.hard_tanh(x), lambda x: np.clip(x, -1, 1),
                   lambda t: torch.nn.functional.hardtanh(t)),
 }
-
-
-def best_of_turns(candidates, repeat):
-    """The best time of each callable in seconds, the candidates taking turns try by try."""
-    for function in candidates:
-        function()
-    best = [float("inf")] * len(candidates)
-    for _ in range(repeat):
-        for i, function in enumerate(candidates):
-            start = time.perf_counter()
-            function()
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best
 
 
 def measure(name, dtype, shape, repeat):

@@ -42,7 +42,7 @@ from graphview.listeners import ProfilingListener  # noqa: E402
 from graphview.training.step import GradientStep  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import optional, table  # noqa: E402
+from common import best_of_turns, optional, table  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 from cnn_digits import build_cnn  # noqa: E402  (the model of examples/cnn_digits.py)
@@ -50,24 +50,6 @@ from cnn_digits import build_cnn  # noqa: E402  (the model of examples/cnn_digit
 BATCH, CLASSES, LEARNING_RATE = 256, 10, 0.05
 CONVS = [(1, 16), (16, 32), (32, 32)]          # (in, out) channels, 3x3, padding 1
 SIZES = [8, 8, 4]                               # input height = width of each convolution
-
-
-def best_of(functions, repeats, steps, clock=None):
-    """The best mean seconds per call of each function, over ``repeats`` tries of ``steps`` calls (after
-    two warm-up calls), timed by ``clock`` (the wall clock by default). The functions take turns, one try
-    each, so a busy machine slows them alike."""
-    clock = clock or time.perf_counter
-    for function in functions:
-        function()
-        function()
-    results = [float("inf")] * len(functions)
-    for _ in range(repeats):
-        for i, function in enumerate(functions):
-            start = clock()
-            for _ in range(steps):
-                function()
-            results[i] = min(results[i], (clock() - start) / steps)
-    return results
 
 
 def parameters(seed=0):
@@ -93,7 +75,7 @@ def numpy_conv(x, w):
     return out.reshape(n, h, width, -1).transpose(0, 3, 1, 2)
 
 
-def conv_figures(repeats, steps, clock=None):
+def conv_figures(repeats, steps, clock=time.perf_counter):
     torch = optional("torch")
     rng = np.random.default_rng(1)
     launch = registry.get("conv2d").kernel
@@ -116,7 +98,7 @@ def conv_figures(repeats, steps, clock=None):
                 with torch.no_grad():
                     return torch.nn.functional.conv2d(xt, wt, padding=1)
             candidates.append(torch_conv)
-        kernel, graph, numpy_time, *torch_time = best_of(candidates, repeats, steps, clock)
+        kernel, graph, numpy_time, *torch_time = best_of_turns(candidates, repeats, steps, warmup=2, clock=clock)
         row = [f"{cin}->{cout} on {size}x{size}", f"{kernel * 1e3:.3f}", f"{graph * 1e3:.3f}", f"{numpy_time * 1e3:.3f}",
                f"{numpy_time / kernel:.2f}x"]
         if torch_time:
@@ -172,12 +154,12 @@ def torch_step(torch):
     return step
 
 
-def step_figures(repeats, steps, clock=None):
+def step_figures(repeats, steps, clock=time.perf_counter):
     torch = optional("torch")
     if "max_pool2d" not in registry.ops():
         return "digits CNN step: skipped, g.nn.max_pool2d is not registered (graphview/ops/pool.py)"
     candidates = [graphview_step()] + ([torch_step(torch)] if torch is not None else [])
-    ours, *theirs = best_of(candidates, repeats, steps, clock)
+    ours, *theirs = best_of_turns(candidates, repeats, steps, warmup=2, clock=clock)
     rows = [["graphview (GradientStep + SGD)", f"{ours * 1e3:.2f}", "1.00x"]]
     if theirs:
         rows.append(["PyTorch eager (autograd + optim.SGD)", f"{theirs[0] * 1e3:.2f}", f"{theirs[0] / ours:.2f}x"])
@@ -237,12 +219,12 @@ def torch_fit_epoch(torch, x, y, batch=64):
     return epoch
 
 
-def fit_figures(repeats, count, clock=None):
+def fit_figures(repeats, count, clock=time.perf_counter):
     """ms per step of ``g.fit`` on the example's CNN and of PyTorch's loop, over ``count`` batches of 64."""
     torch = optional("torch")
     x, y = digits_batches(count)
     candidates = [graphview_fit_epoch(x, y)] + ([torch_fit_epoch(torch, x, y)] if torch is not None else [])
-    ours, *theirs = (seconds / count for seconds in best_of(candidates, repeats, 1, clock))
+    ours, *theirs = (seconds / count for seconds in best_of_turns(candidates, repeats, 1, warmup=2, clock=clock))
     rows = [["graphview g.fit (Adam)", f"{ours * 1e3:.2f}", "1.00x"]]
     if theirs:
         rows.append(["PyTorch eager loop (Adam)", f"{theirs[0] * 1e3:.2f}", f"{theirs[0] / ours:.2f}x"])

@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import table  # noqa: E402
+from common import best_of_turns, table  # noqa: E402
 
 import graphview  # noqa: E402,F401  (registers every op)
 from graphview import registry  # noqa: E402
@@ -39,21 +39,6 @@ OLD_MODES = {"sum": 0, "mean": 1, "max": 2, "min": 3, "logsumexp": 4, "count": 5
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 clock = CLOCKS["wall"]   # --clock
-
-
-def best_of(functions, repeat, number=1):
-    """The best time per call of each function, in seconds, over ``repeat`` rounds of ``number`` calls
-    that take the functions in turn (so a shared machine's changing load hits all of them alike)."""
-    for function in functions:
-        function()
-    best = [float("inf")] * len(functions)
-    for _ in range(repeat):
-        for index, function in enumerate(functions):
-            start = clock()
-            for _ in range(number):
-                function()
-            best[index] = min(best[index], (clock() - start) / number)
-    return best
 
 
 def load_baseline(revision):
@@ -201,19 +186,20 @@ def timings(old_reduce, old_masked_kernels, size, repeat):
     rows = []
     for op, function in (("sum", np.sum), ("max", np.max), ("logsumexp", numpy_logsumexp)):
         for axis in (0, 1, 2):
-            t_numpy, t_old, t_new = best_of([lambda: function(x, axis=axis), lambda: old_plain(old_reduce, op, x, axis),
-                                             lambda: new_plain(op, x, axis)], repeat)
+            t_numpy, t_old, t_new = best_of_turns([lambda: function(x, axis=axis),
+                                                   lambda: old_plain(old_reduce, op, x, axis),
+                                                   lambda: new_plain(op, x, axis)], repeat, clock=clock)
             rows.append((f"{op} axis={axis}", f"{t_numpy * 1e3:.2f}", f"{t_old * 1e3:.2f}", "-", f"{t_new * 1e3:.2f}",
                          f"{t_numpy / t_new:.2f}", f"{t_old / t_new:.2f}"))
         for axis in (1, (1, 2), 0, None):
-            t_numpy, t_old, t_new = best_of([lambda: numpy_masked(function, x, lengths, axis),
-                                             lambda: old_masked(old_masked_kernels, op, x, lengths, axis),
-                                             lambda: new_masked(op, x, lengths, axis)], repeat)
+            t_numpy, t_old, t_new = best_of_turns([lambda: numpy_masked(function, x, lengths, axis),
+                                                   lambda: old_masked(old_masked_kernels, op, x, lengths, axis),
+                                                   lambda: new_masked(op, x, lengths, axis)], repeat, clock=clock)
             rows.append((f"masked_{op} axis={axis}", f"{t_numpy * 1e3:.2f}", "-", f"{t_old * 1e3:.2f}",
                          f"{t_new * 1e3:.2f}", f"{t_numpy / t_new:.2f}", f"{t_old / t_new:.2f}"))
     flat = x.reshape(-1)
-    t_numpy, t_old, t_new = best_of([lambda: np.sum(flat), lambda: old_plain(old_reduce, "sum", flat, None),
-                                     lambda: new_plain("sum", flat, None)], repeat)
+    t_numpy, t_old, t_new = best_of_turns([lambda: np.sum(flat), lambda: old_plain(old_reduce, "sum", flat, None),
+                                           lambda: new_plain("sum", flat, None)], repeat, clock=clock)
     rows.append(("sum of all (flat)", f"{t_numpy * 1e3:.2f}", f"{t_old * 1e3:.2f}", "-", f"{t_new * 1e3:.2f}",
                  f"{t_numpy / t_new:.2f}", f"{t_old / t_new:.2f}"))
     print(table(rows, ("case", "NumPy ms", "plain before ms", "masked before ms", "unified ms",
@@ -228,12 +214,12 @@ def small(old_reduce, old_masked_kernels, repeat):
     lengths = r.integers(0, 129, size=256).astype(np.int64)
     rows = []
     for op, function in (("sum", np.sum), ("mean", np.mean), ("max", np.max)):
-        t_numpy, t_old, t_new = best_of([lambda: function(x, axis=0), lambda: old_plain(old_reduce, op, x, 0),
-                                         lambda: new_plain(op, x, 0)], repeat, number=200)
+        t_numpy, t_old, t_new = best_of_turns([lambda: function(x, axis=0), lambda: old_plain(old_reduce, op, x, 0),
+                                               lambda: new_plain(op, x, 0)], repeat, number=200, clock=clock)
         rows.append((f"{op} axis=0", f"{t_numpy * 1e6:.1f}", f"{t_old * 1e6:.1f}", "-", f"{t_new * 1e6:.1f}",
                      f"{t_numpy / t_new:.2f}", f"{t_old / t_new:.2f}"))
-        t_old, t_new = best_of([lambda: old_masked(old_masked_kernels, op, x, lengths, 1),
-                                lambda: new_masked(op, x, lengths, 1)], repeat, number=200)
+        t_old, t_new = best_of_turns([lambda: old_masked(old_masked_kernels, op, x, lengths, 1),
+                                      lambda: new_masked(op, x, lengths, 1)], repeat, number=200, clock=clock)
         rows.append((f"masked_{op} axis=1", "-", "-", f"{t_old * 1e6:.1f}", f"{t_new * 1e6:.1f}", "-",
                      f"{t_old / t_new:.2f}"))
     print("\nsmall: (256, 128) float64\n")

@@ -25,7 +25,7 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import best_time, optional, table  # noqa: E402
+from common import best_of_turns, best_time, optional, table  # noqa: E402
 
 import graphview as gv  # noqa: E402
 from graphview.ops.recurrent import checked_lengths, time_major  # noqa: E402
@@ -66,18 +66,6 @@ def torch_step(torch, kind, x):
         outputs, _ = module(xs)
         outputs.sum().backward()
     return step
-
-
-def interleaved(functions, repeat, number):
-    """The best time per call of each function, their tries taking turns, so that a busy machine
-    slows them alike."""
-    best = [float("inf")] * len(functions)
-    for function in functions:
-        function()
-    for _ in range(repeat):
-        for k, function in enumerate(functions):
-            best[k] = min(best[k], best_time(function, 1, number))
-    return best
 
 
 def parts(repeat, number):
@@ -121,7 +109,7 @@ def main():
     args = parser.parse_args()
     x = np.random.default_rng(0).normal(size=(BATCH, STEPS, FEATURES)).astype(np.float32)
     if args.alone:
-        print(interleaved([graphview_step(args.alone, x)], args.repeat, args.number)[0])
+        print(best_of_turns([graphview_step(args.alone, x)], args.repeat, args.number, warmup_per_try=1)[0])
         return
     torch = optional("torch")
     if torch is not None:
@@ -129,7 +117,7 @@ def main():
     rows = []
     for kind in ("lstm", "gru"):
         steps = [graphview_step(kind, x)] + ([torch_step(torch, kind, x)] if torch is not None else [])
-        ours, theirs = (interleaved(steps, args.repeat, args.number) + [None])[:2]
+        ours, theirs = (best_of_turns(steps, args.repeat, args.number, warmup_per_try=1) + [None])[:2]
         rows.append((kind, f"{ours * 1e3:.3f}", "-" if theirs is None else f"{theirs * 1e3:.3f}",
                      "-" if theirs is None else f"{theirs / ours:.2f}x", f"{alone(kind, args.repeat, args.number) * 1e3:.3f}"))
     print(f"float32, batch {BATCH}, {STEPS} steps, {FEATURES} -> {HIDDEN} hidden, forward + backward, "

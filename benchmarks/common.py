@@ -1,18 +1,36 @@
-"""Timing helpers shared by the benchmark scripts: best-of-N timing and a plain table."""
+"""Timing helpers shared by the benchmark scripts: best-of-N timing (of one function, or of several
+taking turns) and a plain table."""
 import importlib
 import time
 
 
-def best_time(function, repeat=5, number=1):
-    """The best wall time of ``number`` calls, over ``repeat`` tries, in seconds per call."""
-    function()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
+def best_of_turns(functions, repeat, number=1, warmup=1, warmup_per_try=0, clock=time.perf_counter):
+    """The best time per call of each function, in seconds: the least mean of ``number`` calls over
+    ``repeat`` tries. The functions take turns, one try each, so that a busy machine slows them alike.
+
+    Each function is first called ``warmup`` times, untimed, and ``warmup_per_try`` more times just
+    before each of its tries (so that a try starts on its own data in the caches, not on the last
+    function's). ``clock`` is what is timed: the wall clock by default, or e.g. ``time.thread_time``.
+    """
+    for function in functions:
+        for _ in range(warmup):
             function()
-        best = min(best, (time.perf_counter() - start) / number)
+    best = [float("inf")] * len(functions)
+    for _ in range(repeat):
+        for index, function in enumerate(functions):
+            for _ in range(warmup_per_try):
+                function()
+            start = clock()
+            for _ in range(number):
+                function()
+            best[index] = min(best[index], (clock() - start) / number)
     return best
+
+
+def best_time(function, repeat=5, number=1):
+    """The best wall time of ``number`` calls, over ``repeat`` tries, in seconds per call (after one
+    warm-up call)."""
+    return best_of_turns([function], repeat, number)[0]
 
 
 def optional(module):

@@ -5,13 +5,9 @@ the one-process world are tested in this process.
 The mpiexec tests need mpi4py and the mpiexec next to this Python (the ``distributed`` extra: mpi4py and
 the mpich wheel); without them they are skipped with the reason.
 """
-import importlib.util
 import json
-import os
 import pathlib
 import re
-import subprocess
-import sys
 import time
 import types
 
@@ -20,27 +16,11 @@ import pytest
 
 import graphview as gv
 from distributed_scripts.common import batches, data, mlp
-
-SCRIPTS = pathlib.Path(__file__).resolve().parent / "distributed_scripts"
-ROOT = SCRIPTS.parents[1]
-MPIEXEC = pathlib.Path(sys.executable).parent / "mpiexec"
-HAVE_MPI = importlib.util.find_spec("mpi4py") is not None and MPIEXEC.exists()
-needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs mpi4py and the mpiexec next to sys.executable "
-                                                    "(pip install graphview[distributed])")
-TIMEOUT = 120           # seconds for one mpiexec job on a loaded machine; a hang fails the test instead
-
-
-def mpiexec(ranks, script, *arguments, timeout=TIMEOUT):
-    """Run ``script`` on ``ranks`` processes; returns the CompletedProcess (stdout and stderr as text)."""
-    environment = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1",
-                       PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    command = [str(MPIEXEC), "-n", str(ranks), sys.executable, str(SCRIPTS / script), *map(str, arguments)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment, cwd=ROOT)
+from mpi_helpers import mpiexec, needs_mpi, succeeded
 
 
 def report(ranks, script, path):
-    done = mpiexec(ranks, script, path)
-    assert done.returncode == 0, f"mpiexec -n {ranks} {script} failed:\n{done.stdout}\n{done.stderr}"
+    succeeded(mpiexec(ranks, script, path))
     return json.loads(pathlib.Path(path).read_text())
 
 

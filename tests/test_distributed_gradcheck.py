@@ -6,8 +6,6 @@ The mpiexec tests need mpi4py and the mpiexec next to this Python (the ``distrib
 them they are skipped with the reason.
 """
 import json
-import os
-import subprocess
 import sys
 import time
 
@@ -15,12 +13,9 @@ import pytest
 
 import graphview as gv
 
-from test_distributed import MPIEXEC, ROOT, SCRIPTS, TIMEOUT, needs_mpi
+from mpi_helpers import ROOT, launch, mpiexec, needs_mpi, succeeded
 
 pytestmark = needs_mpi
-# One thread everywhere: the one-process reference and the ranks run the same kernels the same way.
-ENVIRONMENT = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1",
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
 FAULTY = '''
 import numpy as np
 import graphview as gv
@@ -37,16 +32,8 @@ def wrong_gradient():
 '''
 
 
-def launch(ranks, *command, cwd=ROOT):
-    """``command`` on ``ranks`` processes under mpiexec (None: one plain process)."""
-    prefix = [str(MPIEXEC), "-n", str(ranks)] if ranks else []
-    return subprocess.run(prefix + list(command), capture_output=True, text=True, timeout=TIMEOUT,
-                          env=ENVIRONMENT, cwd=cwd)
-
-
 def reports(ranks, folder):
-    done = launch(ranks, sys.executable, str(SCRIPTS / "gradcheck_shares.py"), str(folder / "report"))
-    assert done.returncode == 0, f"{ranks} ranks:\n{done.stdout}\n{done.stderr}"
+    succeeded(mpiexec(ranks, "gradcheck_shares.py", folder / "report"))
     return [json.loads((folder / f"report.{rank}.json").read_text()) for rank in range(ranks or 1)]
 
 
@@ -83,7 +70,7 @@ def test_every_rank_gets_the_report_of_one_process(ranks, one_process, tmp_path)
 
 def test_a_rank_checking_alone_times_out_with_the_reason():
     started = time.monotonic()
-    done = launch(2, sys.executable, str(SCRIPTS / "gradcheck_shares.py"), "lonely")
+    done = mpiexec(2, "gradcheck_shares.py", "lonely")
     assert done.returncode != 0 and time.monotonic() - started < 50, "the abort ends the job, not the sleep"
     assert "DistributedTimeoutError: check_gradients: rank 0 of 2:" in done.stderr, done.stderr
     assert "did not complete within 2 s" in done.stderr

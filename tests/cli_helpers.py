@@ -1,5 +1,16 @@
 """What several CLI test files share."""
+import contextlib
+import io
+
 from graphview.cli import main
+
+
+def run_main(*argv):
+    """``graphview argv`` in this process: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(argv))
+    return status, out.getvalue(), err.getvalue()
 
 
 def usage_error(capsys, argv, message):

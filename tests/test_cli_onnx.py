@@ -1,23 +1,14 @@
 """The graphview command on ONNX models: summary, gradcheck with --inputs and --loss, convert both ways."""
-import contextlib
-import io
 import json
 
 import numpy as np
 import pytest
 
 import graphview as gv
-from graphview.cli import main
+from cli_helpers import run_main
 
 onnx = pytest.importorskip("onnx")
 onnxruntime = pytest.importorskip("onnxruntime")
-
-
-def run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main(list(argv))
-    return status, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture
@@ -34,7 +25,7 @@ def mlp(tmp_path):
 
 def test_convert_to_onnx_then_back_keeps_the_outputs(mlp):
     g, folder = mlp
-    status, out, _ = run("convert", str(folder / "mlp.gvz"), str(folder / "mlp.onnx"), "--outputs", "logits")
+    status, out, _ = run_main("convert", str(folder / "mlp.gvz"), str(folder / "mlp.onnx"), "--outputs", "logits")
     assert status == 0 and "mlp.onnx" in out
     model = onnx.load(folder / "mlp.onnx")
     assert [o.name for o in model.graph.output] == ["logits"]
@@ -42,7 +33,7 @@ def test_convert_to_onnx_then_back_keeps_the_outputs(mlp):
     session = onnxruntime.InferenceSession(str(folder / "mlp.onnx"), providers=["CPUExecutionProvider"])
     expected = g.output({"x": batch}, ["logits"])["logits"]
     np.testing.assert_allclose(session.run(["logits"], {"x": batch})[0], expected, rtol=1e-12)
-    status, _, _ = run("convert", str(folder / "mlp.onnx"), str(folder / "back.gvz"))
+    status, _, _ = run_main("convert", str(folder / "mlp.onnx"), str(folder / "back.gvz"))
     back = gv.load(folder / "back.gvz")
     outputs = [node.name for node in back.nodes() if node.name == "logits" or node.name.startswith("logits")]
     assert status == 0 and outputs
@@ -51,28 +42,28 @@ def test_convert_to_onnx_then_back_keeps_the_outputs(mlp):
 
 def test_summary_and_gradcheck_take_an_onnx_model(mlp):
     _, folder = mlp
-    run("convert", str(folder / "mlp.gvz"), str(folder / "mlp.onnx"), "--outputs", "logits")
-    status, out, _ = run("summary", str(folder / "mlp.onnx"))
+    run_main("convert", str(folder / "mlp.gvz"), str(folder / "mlp.onnx"), "--outputs", "logits")
+    status, out, _ = run_main("summary", str(folder / "mlp.onnx"))
     assert status == 0 and "w1" in out and "PLACEHOLDER" in out
     report = folder / "report.json"
-    status, out, err = run("gradcheck", str(folder / "mlp.onnx"), "--inputs", str(folder / "batch.npz"), "--quiet",
-                           "--json", str(report))
+    status, out, err = run_main("gradcheck", str(folder / "mlp.onnx"), "--inputs", str(folder / "batch.npz"), "--quiet",
+                                "--json", str(report))
     assert status == 0, err
     document = json.loads(report.read_text())
     assert document["passed"] and {v["variable"] for v in document["variables"]} == {"w1", "b1", "w2", "b2"}
-    status, _, err = run("gradcheck", str(folder / "mlp.onnx"), "--inputs", str(folder / "batch.npz"),
-                         "--loss", "nothing")
+    status, _, err = run_main("gradcheck", str(folder / "mlp.onnx"), "--inputs", str(folder / "batch.npz"),
+                              "--loss", "nothing")
     assert status == 2 and "has no output named 'nothing'" in err and "logits" in err
 
 
 def test_convert_refuses_what_it_cannot_write(mlp):
     _, folder = mlp
-    status, _, err = run("convert", str(folder / "mlp.gvz"), str(folder / "mlp.onnx"))
+    status, _, err = run_main("convert", str(folder / "mlp.gvz"), str(folder / "mlp.onnx"))
     assert status == 2 and "needs --outputs" in err
-    status, _, err = run("convert", str(folder / "mlp.gvz"), str(folder / "mlp.txt"), "--outputs", "logits")
+    status, _, err = run_main("convert", str(folder / "mlp.gvz"), str(folder / "mlp.txt"), "--outputs", "logits")
     assert status == 2 and ".gvz graph file or a .onnx model" in err
-    status, _, err = run("convert", str(folder / "mlp.gvz"), str(folder / "x.onnx"), "--outputs", "logitz")
+    status, _, err = run_main("convert", str(folder / "mlp.gvz"), str(folder / "x.onnx"), "--outputs", "logitz")
     assert status == 2 and "no variable named 'logitz'" in err
     (folder / "bad.onnx").write_bytes(b"not a model")
-    status, _, err = run("summary", str(folder / "bad.onnx"))
+    status, _, err = run_main("summary", str(folder / "bad.onnx"))
     assert status == 2 and "bad.onnx" in err

@@ -4,7 +4,6 @@ Two batch norms and an untrained one (running statistics deduplicated into Ident
 PyTorch's outputs; scalar and constant-setting initializers load as CONSTANTs (not trained, not checked);
 Flatten at every axis; rank-0 values export as rank 0; imported dtypes follow ONNX; Split.
 """
-import contextlib
 import importlib.util
 import io
 import pathlib
@@ -14,8 +13,8 @@ import numpy as np
 import pytest
 
 import graphview as gv
-from graphview.cli import main
 from graphview.training.step import GradientStep
+from cli_helpers import run_main
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -339,13 +338,6 @@ def test_split_sizes_that_do_not_add_up_are_refused():
 
 # --- the CLI on an ONNX model ---------------------------------------------------------------------------------
 
-def cli(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main(list(argv))
-    return status, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture
 def matmul_model(tmp_path):
     proto = make([oh.make_node("MatMul", ["x", "w"], ["y"])], [("x", TensorProto.DOUBLE, ["n", 3])],
@@ -356,18 +348,18 @@ def matmul_model(tmp_path):
 
 
 def test_cli_gradcheck_of_an_onnx_model_without_inputs_suggests_inputs(matmul_model):
-    status, _, err = cli("gradcheck", str(matmul_model / "m.onnx"))
+    status, _, err = run_main("gradcheck", str(matmul_model / "m.onnx"))
     assert status == 2
     assert "an ONNX model stores no input values; give its inputs (x (?, 3) float64)" in err
     assert "--inputs FILE.npz" in err
-    status, out, _ = cli("gradcheck", str(matmul_model / "m.onnx"), "--inputs", str(matmul_model / "in.npz"),
-                         "--quiet")
+    status, out, _ = run_main("gradcheck", str(matmul_model / "m.onnx"), "--inputs", str(matmul_model / "in.npz"),
+                              "--quiet")
     assert status == 0 and "PASSED" in out
 
 
 @pytest.mark.parametrize("name, kind", [("w", "VARIABLE"), ("x", "PLACEHOLDER")])
 def test_cli_loss_naming_an_initializer_or_input_is_refused(matmul_model, name, kind):
-    status, _, err = cli("gradcheck", str(matmul_model / "m.onnx"), "--inputs", str(matmul_model / "in.npz"),
-                         "--loss", name)
+    status, _, err = run_main("gradcheck", str(matmul_model / "m.onnx"), "--inputs", str(matmul_model / "in.npz"),
+                              "--loss", name)
     assert status == 2
     assert f"--loss {name}: {name!r} is a {kind} of model" in err and "its outputs are: y" in err

@@ -7,7 +7,8 @@ running statistics (trainable=False; load_nn gives a batch norm its own copy whe
 initializer, as PyTorch writes an untrained one; in PyTorch's exports an Identity of an initializer is a
 parameter of its own, load_ops.identity), integer and bool initializers CONSTANTs; a graphview op's own
 refusal while building is an OnnxImportError naming the file and the node; each node is built by the
-builder that BUILDERS gives its op type (the tables of load_ops, load_nn, load_dims, load_masks and load_more joined; a
+builder that BUILDERS gives its op type (the tables of load_ops, load_nn, load_dims, load_masks, load_more and
+load_sizes joined; a
 ``Range`` over a run-time size stays symbolic for load_masks' builders and is a tensor for the others). ONNX names are kept as variable names (``names=``
 receives the map, ONNX name -> graphview name, which differs only where a name was empty or taken).
 Integer values known when the graph is built (shape constants, ``Shape`` of static dims and the
@@ -25,12 +26,14 @@ from graphview.onnx.load_fixed import fixed_rule
 from graphview.onnx.load_masks import MASK_BUILDERS, Positions, materialize
 from graphview.onnx.load_more import MORE_BUILDERS
 from graphview.onnx.load_nn import NN_BUILDERS
+from graphview.onnx.load_sizes import SIZE_BUILDERS
 from graphview.onnx.load_ops import BUILDERS as BASIC_BUILDERS, Context, OnnxImportError, view
 
 # The opsets of the default ("ai.onnx") domain this importer knows.
 MIN_OPSET, MAX_OPSET = 7, 23
 
-BUILDERS = {**BASIC_BUILDERS, **NN_BUILDERS, **DIMS_BUILDERS, **MASK_BUILDERS, **MORE_BUILDERS}
+BUILDERS = {**BASIC_BUILDERS, **NN_BUILDERS, **DIMS_BUILDERS, **MASK_BUILDERS, **MORE_BUILDERS,
+            **SIZE_BUILDERS}
 
 # ONNX element types that become graphview dtypes.
 DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32, "bool": np.bool_}

@@ -221,6 +221,9 @@ def filled(cx, items, value, dtype, name=None):
     rank = len(items)
     if any(isinstance(item, Product) for item in items):
         cx.fail("a size computed as a product of sizes known only at run time cannot shape a new tensor")
+    if np.dtype(dtype) == np.bool_:         # graphview adds numbers: built as int32, then cast
+        result = cx.g.math.cast(filled(cx, items, int(bool(value)), np.int32), "bool")
+        return result if name is None else view(cx, result, (Ellipsis,), name)
     result = cx.var(np.full(tuple(d if isinstance(d, int) else 1 for d in items), value, dtype=dtype))
     for position, item in enumerate(items):
         if isinstance(item, tuple):

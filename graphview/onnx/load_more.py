@@ -1,7 +1,8 @@
 """More ONNX op types ``graphview.onnx.load`` imports: the rest of what graphview's exporter writes.
 
 Not, ArgMax/ArgMin, Size, Pad, Split, Erf, ScatterND and the two losses (SoftmaxCrossEntropyLoss,
-NegativeLogLikelihoodLoss); MORE_BUILDERS maps them to builders (as load_ops.BUILDERS does).
+NegativeLogLikelihoodLoss); MORE_BUILDERS maps them to builders (as load_ops.BUILDERS does), with the op
+types PyTorch's attention exports add, Mod and Trilu (graphview.onnx.load_sizes' ATTENTION_BUILDERS).
 
 * ``Erf`` has no graphview op: it is computed from gelu, erf(z) = 2 gelu(sqrt(2) z) / (sqrt(2) z) - 1
   (0 at 0), which is exact to the dtype's rounding in absolute terms (near 0 the relative error grows).
@@ -15,6 +16,7 @@ import math
 import numpy as np
 
 from graphview.onnx.load_ops import axis_of, known, view
+from graphview.onnx.load_sizes import ATTENTION_BUILDERS
 from graphview.ops.shape import numel
 from graphview.ops.view import scatter_add
 
@@ -169,5 +171,5 @@ def negative_log_likelihood(cx, node, ins, attrs):
 MORE_BUILDERS = {
     "Not": not_, "ArgMax": arg("argmax"), "ArgMin": arg("argmin"), "Size": size, "Pad": pad, "Erf": erf,
     "ScatterND": scatter_nd, "Split": split, "SoftmaxCrossEntropyLoss": softmax_cross_entropy,
-    "NegativeLogLikelihoodLoss": negative_log_likelihood,
+    "NegativeLogLikelihoodLoss": negative_log_likelihood, **ATTENTION_BUILDERS,
 }

@@ -241,6 +241,8 @@ def clip(cx, node, ins, attrs):
 
 
 def where(cx, node, ins, attrs):
+    if known(*ins):                      # shape arithmetic (PyTorch's Expand shapes): folded
+        return [np.where(*(np.asarray(v) for v in ins))]
     return [cx.g.math.where(cx.var(ins[0]), cx.var(ins[1]), cx.var(ins[2]), name=cx.name())]
 
 

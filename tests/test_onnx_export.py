@@ -14,7 +14,8 @@ import graphview as gv
 ex = importlib.import_module("graphview.onnx.export")   # the module: gv.onnx.export is its function
 
 onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
+from onnx_helpers import outputs_of, run_onnx  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
 import cnn_digits  # noqa: E402
@@ -23,22 +24,10 @@ import sequence_digits  # noqa: E402
 import train_digits  # noqa: E402
 
 
-def run_onnx(model, feeds):
-    """The model's outputs in onnxruntime's CPU provider, for the feeds its inputs name."""
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, {i.name: feeds[i.name] for i in session.get_inputs()})
-
-
-def graphview_outputs(graph, feeds, outputs):
-    with gv.inference():
-        values = graph.output(feeds, outputs)
-    return [values[name] for name in outputs]
-
-
 def check_export(graph, outputs, feeds, rtol=1e-5, atol=1e-6, opset=17):
     model = ex.to_model(graph, outputs, opset)
     onnx.checker.check_model(model, full_check=True)
-    got, want = run_onnx(model, feeds), graphview_outputs(graph, feeds, outputs)
+    got, want = run_onnx(model, feeds), outputs_of(graph, feeds, outputs)
     for name, a, b in zip(outputs, got, want):
         assert a.dtype == b.dtype, name
         assert a.shape == b.shape, name

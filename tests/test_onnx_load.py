@@ -17,8 +17,9 @@ from graphview.onnx.export import to_model
 from graphview.onnx.load import BUILDERS, MORE_BUILDERS, load
 
 onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper as oh, numpy_helper  # noqa: E402
+from onnx_helpers import run_both, session, with_inferred_outputs  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
 import cnn_digits  # noqa: E402  (the examples' models)
@@ -38,26 +39,6 @@ def model(nodes, feeds, inits=None, outputs=("y",), opset=17, symbolic=()):
     graph = oh.make_graph(nodes, "test", inputs, outs,
                           [numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
     return with_inferred_outputs(graph, opset)
-
-
-def with_inferred_outputs(graph, opset):
-    """The model of an onnx.helper graph at ``opset``, its outputs typed by onnx's shape inference."""
-    proto = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
-    proto.ir_version = min(proto.ir_version, 10)
-    for out in proto.graph.output:
-        out.type.tensor_type.ClearField("elem_type")
-    inferred = onnx.shape_inference.infer_shapes(proto)
-    del proto.graph.output[:]
-    proto.graph.output.extend(inferred.graph.output)
-    return proto
-
-
-def run_both(proto, feeds):
-    g = load(proto)
-    names = [o.name for o in proto.graph.output]
-    ours = g.output(feeds, names)
-    theirs = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(names, feeds)
-    return g, [ours[n] for n in names], theirs
 
 
 def node(op, inputs, outputs=("y",), **attrs):
@@ -177,14 +158,14 @@ def cases():
 CASES = cases()
 
 
-def outputs_of(nodes):
+def last_outputs(nodes):
     return [name for name in nodes[-1].output if name]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_each_op_equals_onnxruntime_float32(case):
     _, nodes, feeds, inits, opset = case
-    g, ours, theirs = run_both(model(nodes, feeds, inits, outputs_of(nodes), opset), feeds)
+    ours, theirs, _, _ = run_both(model(nodes, feeds, inits, last_outputs(nodes), opset), feeds)
     for a, b in zip(ours, theirs):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -206,7 +187,7 @@ def test_ops_equal_onnxruntime_float64(case):
     _, nodes, feeds, inits, opset = case
     f64 = {k: v.astype(np.float64) if v.dtype == F32 else v for k, v in feeds.items()}
     inits = {k: np.asarray(v).astype(np.float64) if np.asarray(v).dtype == F32 else v for k, v in inits.items()}
-    g, ours, theirs = run_both(model(nodes, f64, inits, outputs_of(nodes), opset), f64)
+    ours, theirs, _, _ = run_both(model(nodes, f64, inits, last_outputs(nodes), opset), f64)
     for a, b in zip(ours, theirs):
         assert a.dtype == np.float64
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
@@ -220,12 +201,12 @@ def test_symbolic_dims_become_none_and_any_batch_runs():
                                                 "shape": np.array([0, -1])}, ["z"], symbolic=(0, 1))
     g = load(proto)
     assert {v.name: v for v in g.variables()}["x"].shape == (None, None, 3)
-    session = ort.InferenceSession(proto.SerializeToString())
+    runner = session(proto)
     for shape in [(5, 2, 3), (3, 6, 3)]:
         feeds = {"x": x_(shape)}
         ours = g.output(feeds, ["z"])["z"]
         assert ours.shape == (shape[1], shape[0] * 4)
-        np.testing.assert_allclose(ours, session.run(["z"], feeds)[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ours, runner.run(["z"], feeds)[0], rtol=1e-5, atol=1e-6)
 
 
 def test_batch_first_recurrent_layout_equals_the_time_first_model():
@@ -237,7 +218,7 @@ def test_batch_first_recurrent_layout_equals_the_time_first_model():
     time = model([node("GRU", ["x", "w", "r"], outs, hidden_size=4, linear_before_reset=1)], {"x": x},
                  {"w": w, "r": r}, outs)
     ours = load(first).output({"x": x.transpose(1, 0, 2)}, outs)
-    y, h = ort.InferenceSession(time.SerializeToString()).run(outs, {"x": x})
+    y, h = session(time).run(outs, {"x": x})
     np.testing.assert_allclose(ours["y"], y.transpose(2, 0, 1, 3), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(ours["h"], h.transpose(1, 0, 2), rtol=1e-5, atol=1e-6)
 
@@ -318,7 +299,7 @@ def test_a_name_graphview_took_gets_a_suffix_and_the_map_says_so():
     g = load(proto, names=names)
     assert names["matmul"] == "matmul_1"
     ours = g.output({"x": np.ones((2, 3), F32)}, [names["matmul"], names["same"]])
-    theirs = ort.InferenceSession(proto.SerializeToString()).run(["matmul", "same"], {"x": np.ones((2, 3), F32)})
+    theirs = session(proto).run(["matmul", "same"], {"x": np.ones((2, 3), F32)})
     np.testing.assert_allclose(ours[names["matmul"]], theirs[0], rtol=1e-5)
     np.testing.assert_array_equal(ours["same"], theirs[1])
 
@@ -445,10 +426,10 @@ def test_shapes_with_unknown_sizes_feed_constant_of_shape_expand_and_reshape():
              "four": np.array([4]), "b": x_((4,)), "axes2": np.array([-1]), "minus": np.array([-1])}
     proto = model(nodes, {"x": x_((2, 3))}, inits, ["y"], symbolic=(0, 1))
     g = load(proto)
-    session = ort.InferenceSession(proto.SerializeToString())
+    runner = session(proto)
     for shape in [(2, 3), (5, 1)]:
         feeds = {"x": x_(shape)}
-        np.testing.assert_allclose(g.output(feeds, ["y"])["y"], session.run(["y"], feeds)[0], rtol=1e-6)
+        np.testing.assert_allclose(g.output(feeds, ["y"])["y"], runner.run(["y"], feeds)[0], rtol=1e-6)
     with pytest.raises(gv.GraphFileError, match=r"node mul_m \(Mul\): a shape with unknown sizes"):
         load(model([node("Shape", ["x"], ["s"]), node("Mul", ["s", "s"], ["m"]), node("Reshape", ["x", "m"])],
                    {"x": x_((2, 3))}, {}, ["y"], symbolic=(0,)))

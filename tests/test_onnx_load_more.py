@@ -13,10 +13,10 @@ from graphview.onnx.load import load
 
 ex = importlib.import_module("graphview.onnx.export")   # the module: gv.onnx.export is its function
 onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper as oh, numpy_helper  # noqa: E402
+from onnx_helpers import outputs_of, run_both, with_inferred_outputs  # noqa: E402
 from test_onnx_export import CASES, IMAGE_CASES, build_case  # noqa: E402  (tests/ is on the path)
-from test_onnx_load import with_inferred_outputs  # noqa: E402
 
 F32 = np.float32
 R = np.random.default_rng(11)
@@ -30,15 +30,9 @@ def helper_model(nodes, inputs, outputs, inits=(), opset=17):
     return with_inferred_outputs(graph, opset)
 
 
-def both(proto, feeds):
-    names = [o.name for o in proto.graph.output]
-    ours = load(proto).output(feeds, names)
-    theirs = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(names, feeds)
-    return [ours[n] for n in names], theirs
-
-
 def check(proto, feeds, rtol=1e-5, atol=1e-6):
-    for a, b in zip(*both(proto, feeds)):
+    ours, theirs, _, _ = run_both(proto, feeds)
+    for a, b in zip(ours, theirs):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
 
@@ -135,11 +129,6 @@ def test_losses(reduction, ignore):
 
 # --- every exported op, loaded back -----------------------------------------------------------------
 
-def outputs_of(graph, feeds, names):
-    with gv.inference():
-        return graph.output({k: v for k, v in feeds.items() if k in graph}, names)
-
-
 @pytest.mark.parametrize("case", sorted(CASES) + sorted(IMAGE_CASES))
 def test_exported_op_loads_back(case):
     g, out, feeds = build_case(CASES if case in CASES else IMAGE_CASES, case, "float32")
@@ -150,10 +139,10 @@ def test_exported_op_loads_back(case):
             values = dict(feeds, x=np.concatenate([feeds["x"], -feeds["x"][:1]])[:batch],
                           lengths=np.array([0, 2, 3])[:batch])
             try:
-                want = outputs_of(g, values, [out])[out]
+                (want,) = outputs_of(g, values, [out])
             except gv.GraphviewError:    # the case's own graph has a fixed batch (a variable of batch 2)
                 assert batch == 3
                 continue
-            got = outputs_of(loaded, values, [names[out]])[names[out]]
+            (got,) = outputs_of(loaded, values, [names[out]])
             assert got.shape == want.shape and got.dtype == want.dtype
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"opset {opset}, batch {batch}")

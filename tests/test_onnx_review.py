@@ -17,8 +17,9 @@ from graphview.training.step import GradientStep
 from cli_helpers import run_main
 
 onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper as oh, numpy_helper  # noqa: E402
+from onnx_helpers import model_of, run_both, run_onnx  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -28,20 +29,7 @@ def make(nodes, inputs, outputs, inits=(), opset=17):
     graph = oh.make_graph(nodes, "review", [oh.make_tensor_value_info(*i) for i in inputs],
                           [oh.make_tensor_value_info(*o) for o in outputs],
                           [numpy_helper.from_array(np.asarray(v), k) for k, v in dict(inits).items()])
-    proto = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
-    proto.ir_version = min(proto.ir_version, 10)
-    return proto
-
-
-def run_both(proto, feeds, outputs=("y",)):
-    """(graphview's outputs, onnxruntime's outputs, the loaded graph, the name map)."""
-    names = {}
-    g = gv.onnx.load(proto, names=names)
-    ours = g.output(feeds, [names[o] for o in outputs])
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    theirs = ort.InferenceSession(proto.SerializeToString(), options).run(list(outputs), feeds)
-    return [ours[names[o]] for o in outputs], theirs, g, names
+    return model_of(graph, opset)
 
 
 def trainable(g):
@@ -244,12 +232,6 @@ def test_flatten_axis_out_of_range_is_refused():
 
 # --- rank-0 values export as rank 0 (defect 6) -----------------------------------------------------------------
 
-def session(proto):
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    return ort.InferenceSession(proto.SerializeToString(), options)
-
-
 def test_a_scalar_loss_and_a_scalar_variable_export_as_rank_0():
     g = gv.Graph("s")
     x = g.placeholder("x", (None, 3))
@@ -260,7 +242,7 @@ def test_a_scalar_loss_and_a_scalar_variable_export_as_rank_0():
     assert [list(t.dims) for t in proto.graph.initializer if t.name == "scale"] == [[]]
     assert len(proto.graph.output[0].type.tensor_type.shape.dim) == 0
     feeds = {"x": RNG.normal(size=(2, 3))}
-    (got,) = session(proto).run(None, feeds)
+    (got,) = run_onnx(proto, feeds)
     assert got.shape == ()
     np.testing.assert_allclose(got, g.output(feeds, [loss])[loss.name], rtol=1e-12)
     names = {}
@@ -276,8 +258,7 @@ def test_the_layouts_example_loss_passes_strict_shape_inference_and_matches_onnx
     loss = g.losses[0]
     proto = gv.onnx.to_model(g, [loss])
     onnx.shape_inference.infer_shapes(proto, strict_mode=True)
-    inputs = {i.name for i in proto.graph.input}
-    (got,) = session(proto).run(None, {k: v for k, v in feeds.items() if k in inputs})
+    (got,) = run_onnx(proto, feeds)
     assert got.shape == ()
     np.testing.assert_allclose(got, g.output(feeds, [loss])[loss.name], rtol=1e-9)
 

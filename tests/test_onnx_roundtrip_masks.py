@@ -15,23 +15,13 @@ from graphview.onnx.load import BUILDERS, load
 
 ex = importlib.import_module("graphview.onnx.export")   # the module: gv.onnx.export is its function
 onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper as oh, numpy_helper  # noqa: E402
+from onnx_helpers import model_of, outputs_of, run_onnx  # noqa: E402
 
 F32 = np.float32
 # (batch, steps, lengths): the export's sizes first, then other batch sizes and steps (the sizes are symbolic).
 SIZES = [(3, 5, [5, 0, 2]), (4, 7, [1, 7, 3, 0]), (1, 2, [2]), (5, 3, [3, 3, 1, 2, 0])]
-
-
-def run_onnx(model, feeds):
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, {i.name: feeds[i.name] for i in session.get_inputs()})
-
-
-def outputs_of(graph, feeds, names):
-    with gv.inference():
-        values = graph.output({name: value for name, value in feeds.items() if name in graph}, names)
-    return [values[name] for name in names]
 
 
 def check_round_trip(g, names, make_feeds, sizes=SIZES, rtol=1e-5, atol=1e-6):
@@ -244,10 +234,7 @@ def test_recurrent_with_lengths_round_trips(op):
 # --- Range on its own, against onnxruntime ------------------------------------------------------------
 
 def range_model(nodes, inputs, outputs, initializers=()):
-    graph = oh.make_graph(nodes, "range", inputs, outputs, list(initializers))
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
-    model.ir_version = min(model.ir_version, 10)
-    return model
+    return model_of(oh.make_graph(nodes, "range", inputs, outputs, list(initializers)))
 
 
 @pytest.mark.parametrize("start, limit, delta, dtype", [

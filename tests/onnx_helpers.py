@@ -1,0 +1,62 @@
+"""What the ONNX test files share: a model of an onnx.helper graph, onnxruntime's outputs of a model,
+graphview's inference outputs of a graph, and both for a model graphview loads.
+
+Importing it skips the importing test module where onnx or onnxruntime is missing, as their own
+``pytest.importorskip`` does.
+"""
+import pytest
+
+import graphview as gv
+from graphview.onnx.load import load
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import helper as oh  # noqa: E402
+
+
+def model_of(graph, opset=17):
+    """The ModelProto of an onnx.helper graph at ``opset``, at an IR version onnxruntime reads."""
+    proto = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+    proto.ir_version = min(proto.ir_version, 10)
+    return proto
+
+
+def with_inferred_outputs(graph, opset):
+    """The model of an onnx.helper graph at ``opset``, its outputs typed by onnx's shape inference."""
+    proto = model_of(graph, opset)
+    for out in proto.graph.output:
+        out.type.tensor_type.ClearField("elem_type")
+    inferred = onnx.shape_inference.infer_shapes(proto)
+    del proto.graph.output[:]
+    proto.graph.output.extend(inferred.graph.output)
+    return proto
+
+
+def session(proto):
+    """An onnxruntime session of ``proto`` on the CPU, its warnings silenced."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def run_onnx(proto, feeds):
+    """onnxruntime's outputs of ``proto``, in its output order, for the feeds its inputs name."""
+    runner = session(proto)
+    return runner.run(None, {i.name: feeds[i.name] for i in runner.get_inputs()})
+
+
+def outputs_of(graph, feeds, names):
+    """graphview's inference values of ``names`` in ``graph``, as a list, for the feeds the graph has."""
+    with gv.inference():
+        values = graph.output({name: value for name, value in feeds.items() if name in graph}, names)
+    return [values[name] for name in names]
+
+
+def run_both(proto, feeds, outputs=None):
+    """``proto`` loaded by graphview and run by onnxruntime: (graphview's values of ``outputs``, onnxruntime's,
+    the loaded graph, the map of ONNX names to graphview's). ``outputs``: ONNX names, by default every output."""
+    names = {}
+    g = load(proto, names=names)
+    outputs = [o.name for o in proto.graph.output] if outputs is None else list(outputs)
+    ours = g.output(feeds, [names[o] for o in outputs])
+    return [ours[names[o]] for o in outputs], session(proto).run(outputs, feeds), g, names

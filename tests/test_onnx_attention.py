@@ -5,7 +5,8 @@ sequence axes, give onnxruntime's and PyTorch's outputs at other batch sizes, an
 
 PyTorch's TorchScript exporter writes the key's sequence length of MultiheadAttention as a constant (``k.view(
 k.shape[0], ...)`` is traced as the export's length): at another length onnxruntime refuses the model, and so does
-the loaded graph (an error, not a wrong result). The dynamo exporter needs onnxscript (skipped without it).
+the loaded graph (an error, not a wrong result). The dynamo exporter keeps it symbolic; it needs onnxscript
+(those tests are skipped without it).
 """
 import io
 import warnings
@@ -152,9 +153,12 @@ def test_gradients_reach_the_input_through_the_causal_mask_and_reshapes():
     np.testing.assert_allclose(ours, tx.grad.numpy(), rtol=1e-9, atol=1e-10)
 
 
-@pytest.mark.parametrize("which", ["plain", "encoder"])
+@pytest.mark.parametrize("which", [*MODES, "encoder"])
 def test_dynamo_exports_load_and_match_at_other_batch_and_sequence_sizes(which):
+    """The dynamo exporter keeps the sequence length symbolic: other lengths run too (where onnxscript is)."""
     torch.manual_seed(4)
-    net = (Attention("plain") if which == "plain" else Encoder()).eval()
-    data = export(net, (torch.randn(B, T, E),), ["x"], dynamo=True)
-    compare(net, data, ["x"], [(B, T), (3, 7), (1, 2)])
+    names = MODES.get(which, ["x"])
+    net = (Encoder() if which == "encoder" else Attention("plain" if which == "key_padding_mask" else which)).eval()
+    args = tuple(torch.from_numpy(v) for v in feeds_of(names, B, T, np.random.default_rng(0)).values())
+    data = export(net, args, names, dynamo=True)
+    compare(net, data, names, [(B, T), (3, 7), (1, 3), (4, 2)])

@@ -215,3 +215,18 @@ def test_where_of_constants_is_folded_for_an_expand_shape_and_bool_masks_of_run_
     proto = helper_model(nodes, {"x": (F32, ["b", 1, "t", "t"])}, ["y"], inits)
     for shape in [(2, 1, 4, 4), (1, 1, 2, 2)]:
         check(proto, {"x": R.normal(size=shape).astype(F32)})
+
+
+def test_a_reshape_of_a_run_time_size_to_one_entry_is_a_size_again():
+    """The dynamo exporter's Reshape(B * heads, [-1]) before a Concat of the target shape."""
+    nodes = [node("Shape", ["x"], ["b"], start=0, end=1), node("Squeeze", ["b"], ["b0"]),
+             node("Shape", ["x"], ["t"], start=1, end=2), node("Mul", ["b0", "heads"], ["bh"]),
+             node("Reshape", ["bh", "minus"], ["bh1"]), node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
+             node("Concat", ["t", "bh1", "four"], ["shape"], axis=0), node("Reshape", ["xt", "shape"], ["y"])]
+    inits = [("heads", np.array(2, I64)), ("minus", np.array([-1], I64)), ("four", np.array([4], I64))]
+    proto = helper_model(nodes, {"x": (F32, ["b", "t", 8])}, ["y"], inits)
+    for shape in [(2, 3, 8), (1, 5, 8)]:
+        check(proto, {"x": R.normal(size=shape).astype(F32)})
+    whole = [node("Shape", ["x"], ["s"]), node("Reshape", ["s", "two"], ["y"])]
+    with pytest.raises(gv.GraphFileError, match=r"node #1 \(Reshape\): a Reshape of a shape with unknown sizes"):
+        load(helper_model(whole, {"x": (F32, ["b", "t", 8])}, ["y"], [("two", np.array([3, 1], I64))]))

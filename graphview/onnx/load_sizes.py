@@ -117,6 +117,12 @@ def own(x, entry, axis):
 
 
 def reshape(cx, node, ins, attrs):
+    if isinstance(ins[0], Dims):          # sizes as data (the dynamo exporter's Reshape(B * heads, [-1]))
+        dims, target = ins[0], [int(d) for d in cx.static(ins[1], "the shape").reshape(-1)]
+        if len(dims.entries) != 1 or target not in ([], [1], [-1]):
+            cx.fail(f"a Reshape of a shape with unknown sizes ({len(dims.entries)} entries) to {target}: only one "
+                    f"size, to a scalar or one entry, is supported")
+        return [Dims(dims.entries, scalar=not target)]
     if not isinstance(ins[1], Dims):
         return DIMS_BUILDERS["Reshape"](cx, node, ins, attrs)
     x, wanted = cx.var(ins[0]), list(ins[1].entries)

@@ -4,6 +4,7 @@ graphview's inference outputs of a graph, and both for a model graphview loads.
 Importing it skips the importing test module where onnx or onnxruntime is missing, as their own
 ``pytest.importorskip`` does.
 """
+import numpy as np
 import pytest
 
 import graphview as gv
@@ -50,6 +51,15 @@ def outputs_of(graph, feeds, names):
     with gv.inference():
         values = graph.output({name: value for name, value in feeds.items() if name in graph}, names)
     return [values[name] for name in names]
+
+
+def assert_outputs_match(got, want, rtol, atol=0.0, names=None, where=""):
+    """Each array of ``got`` has the shape and dtype of its partner in ``want`` and is close to it;
+    ``names`` (one a pair) and ``where`` label a failure."""
+    for i, (a, b) in enumerate(zip(got, want)):
+        label = where + (names[i] if names else f"output {i}")
+        assert a.shape == b.shape and a.dtype == b.dtype, f"{label}: {a.shape} {a.dtype}, want {b.shape} {b.dtype}"
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=label)
 
 
 def run_both(proto, feeds, outputs=None):

@@ -15,7 +15,7 @@ ex = importlib.import_module("graphview.onnx.export")   # the module: gv.onnx.ex
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
-from onnx_helpers import outputs_of, run_onnx  # noqa: E402
+from onnx_helpers import assert_outputs_match, outputs_of, run_onnx  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
 import cnn_digits  # noqa: E402
@@ -28,10 +28,7 @@ def check_export(graph, outputs, feeds, rtol=1e-5, atol=1e-6, opset=17):
     model = ex.to_model(graph, outputs, opset)
     onnx.checker.check_model(model, full_check=True)
     got, want = run_onnx(model, feeds), outputs_of(graph, feeds, outputs)
-    for name, a, b in zip(outputs, got, want):
-        assert a.dtype == b.dtype, name
-        assert a.shape == b.shape, name
-        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=name)
+    assert_outputs_match(got, want, rtol, atol, names=outputs)
     return model
 
 

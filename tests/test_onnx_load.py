@@ -19,7 +19,7 @@ from graphview.onnx.load import BUILDERS, MORE_BUILDERS, load
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper as oh, numpy_helper  # noqa: E402
-from onnx_helpers import run_both, session, with_inferred_outputs  # noqa: E402
+from onnx_helpers import assert_outputs_match, run_both, session, with_inferred_outputs  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
 import cnn_digits  # noqa: E402  (the examples' models)
@@ -166,9 +166,7 @@ def last_outputs(nodes):
 def test_each_op_equals_onnxruntime_float32(case):
     _, nodes, feeds, inits, opset = case
     ours, theirs, _, _ = run_both(model(nodes, feeds, inits, last_outputs(nodes), opset), feeds)
-    for a, b in zip(ours, theirs):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert_outputs_match(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
 def test_every_supported_op_type_has_a_case():

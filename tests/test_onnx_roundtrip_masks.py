@@ -17,7 +17,7 @@ ex = importlib.import_module("graphview.onnx.export")   # the module: gv.onnx.ex
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper as oh, numpy_helper  # noqa: E402
-from onnx_helpers import model_of, outputs_of, run_onnx  # noqa: E402
+from onnx_helpers import assert_outputs_match, model_of, outputs_of, run_onnx  # noqa: E402
 
 F32 = np.float32
 # (batch, steps, lengths): the export's sizes first, then other batch sizes and steps (the sizes are symbolic).
@@ -38,9 +38,8 @@ def check_round_trip(g, names, make_feeds, sizes=SIZES, rtol=1e-5, atol=1e-6):
         if i == 0:
             for name, a, b in zip(names, run_onnx(model, feeds), want):
                 np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=f"onnxruntime: {name}")
-        for name, a, b in zip(names, outputs_of(loaded, feeds, [mapping[name] for name in names]), want):
-            assert a.shape == b.shape and a.dtype == b.dtype, name
-            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=f"loaded, sizes {size}: {name}")
+        assert_outputs_match(outputs_of(loaded, feeds, [mapping[name] for name in names]), want, rtol, atol,
+                             names=names, where=f"loaded, sizes {size}: ")
     return loaded
 
 
@@ -257,9 +256,7 @@ def test_constant_range_matches_onnxruntime(start, limit, delta, dtype):
     feeds = {"x": np.random.default_rng(0).normal(size=size).astype(F32)}
     want = run_onnx(model, feeds)
     got = outputs_of(load(model), feeds, ["y", "r"])
-    for a, b in zip(got, want):
-        assert a.dtype == b.dtype and a.shape == b.shape
-        np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert_outputs_match(got, want, rtol=1e-6)
 
 
 def shape_range_model(start, delta, compare=None):

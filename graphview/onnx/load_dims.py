@@ -37,9 +37,10 @@ def constant(cx, node, ins, attrs):
 
 def shape(cx, node, ins, attrs):
     x = ins[0]
-    if isinstance(x, Dims):
-        cx.fail("Shape of a shape with unknown sizes")
-    dims = np.shape(x) if known(x) else x.shape
+    if isinstance(x, Dims):              # its own shape is known: the number of entries
+        dims = () if x.scalar else (len(x.entries),)
+    else:
+        dims = np.shape(x) if known(x) else x.shape
     start, end = int(attrs.get("start", 0)), attrs.get("end")
     axes = list(range(len(dims)))[start:None if end is None else int(end)]
     if all(dims[a] is not None for a in axes):

@@ -2,7 +2,8 @@
 
 Not, ArgMax/ArgMin, Size, Pad, Split, Erf, ScatterND and the two losses (SoftmaxCrossEntropyLoss,
 NegativeLogLikelihoodLoss); MORE_BUILDERS maps them to builders (as load_ops.BUILDERS does), with the op
-types PyTorch's attention exports add, Mod and Trilu (graphview.onnx.load_sizes' ATTENTION_BUILDERS).
+types PyTorch's attention exports add, Mod and Trilu (graphview.onnx.load_sizes' ATTENTION_BUILDERS), and Einsum
+and Tile (graphview.onnx.load_einsum).
 
 * ``Erf`` has no graphview op: it is computed from gelu, erf(z) = 2 gelu(sqrt(2) z) / (sqrt(2) z) - 1
   (0 at 0), which is exact to the dtype's rounding in absolute terms (near 0 the relative error grows).
@@ -15,6 +16,7 @@ import math
 
 import numpy as np
 
+from graphview.onnx.load_einsum import EINSUM_BUILDERS
 from graphview.onnx.load_ops import axis_of, known, view
 from graphview.onnx.load_sizes import ATTENTION_BUILDERS
 from graphview.ops.shape import numel
@@ -172,4 +174,5 @@ MORE_BUILDERS = {
     "Not": not_, "ArgMax": arg("argmax"), "ArgMin": arg("argmin"), "Size": size, "Pad": pad, "Erf": erf,
     "ScatterND": scatter_nd, "Split": split, "SoftmaxCrossEntropyLoss": softmax_cross_entropy,
     "NegativeLogLikelihoodLoss": negative_log_likelihood, **ATTENTION_BUILDERS,
+    **EINSUM_BUILDERS,
 }

@@ -8,3 +8,4 @@ The folder installs as ``graphview_kernels`` (ADR 0015), and its modules import
 one another relatively, so it works under that name and never shadows (or is
 shadowed by) a user's own ``kernels`` module.
 """
+from . import caching  # noqa: F401  (every kernel's cache is stamped with all kernel files, ADR 0003)

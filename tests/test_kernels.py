@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from graphview_kernels import activations, elementwise, indexing, inplace, vector_math
+from graphview_kernels import activations, caching, elementwise, indexing, inplace, recurrent, vector_math
 from graphview_kernels import reduce as reduce_kernels
 from graphview_kernels.launch import STAGED_BELOW, Swapped
 
@@ -367,3 +367,30 @@ def test_wide_vectors_puts_the_vector_width_attribute_on_the_function_that_calls
     doubled(values)
     np.testing.assert_array_equal(values, 2 * np.arange(40.0))
     assert '"prefer-vector-width"="512"' in doubled.inspect_llvm(doubled.signatures[0])
+
+
+def test_every_kernel_cache_is_stamped_with_all_kernel_files(tmp_path):
+    """A kernel calling a helper from another kernel file recompiles after that file changes: the cache
+    stamp of every function in the package holds a digest of all its files (ADR 0003)."""
+    locator = recurrent.lstm_forward._cache._impl._locator
+    assert type(locator).__name__.startswith("Kernels")
+    assert locator.get_source_stamp()[1] == caching.package_stamp()
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "notes.txt").write_text("ignored\n")
+    first = caching.package_stamp(str(tmp_path))
+    (tmp_path / "notes.txt").write_text("still ignored\n")
+    assert caching.package_stamp(str(tmp_path)) == first
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert caching.package_stamp(str(tmp_path)) != first
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_text("")
+    assert caching.package_stamp(str(tmp_path)) != first
+
+
+def test_functions_outside_the_kernels_keep_numbas_own_cache_locator(tmp_path):
+    source = tmp_path / "elsewhere.py"
+    source.write_text("def f(a):\n    return a + 1\n")
+    namespace = {}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)
+    stamped = [cls for cls in numba.core.caching.CacheImpl._locator_classes if cls.__module__ == caching.__name__]
+    assert stamped and all(cls.from_function(namespace["f"], str(source)) is None for cls in stamped)

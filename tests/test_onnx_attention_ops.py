@@ -230,3 +230,11 @@ def test_a_reshape_of_a_run_time_size_to_one_entry_is_a_size_again():
     whole = [node("Shape", ["x"], ["s"]), node("Reshape", ["s", "two"], ["y"])]
     with pytest.raises(gv.GraphFileError, match=r"node #1 \(Reshape\): a Reshape of a shape with unknown sizes"):
         load(helper_model(whole, {"x": (F32, ["b", "t", 8])}, ["y"], [("two", np.array([3, 1], I64))]))
+
+
+def test_a_bool_mask_reshaped_to_several_run_time_sizes_matches_onnxruntime():
+    nodes = sizes_of("other", [0, 1], "s") + [one("s_0", "b1"), one("s_1", "t1"),
+                                               node("Concat", ["b1", "t1"], ["shape"], axis=0),
+                                               node("Reshape", ["m", "shape"], ["y"])]
+    proto = helper_model(nodes, {"m": (np.bool_, ["t", "b"]), "other": (F32, ["b2", "t2"])}, ["y"], INDICES)
+    check(proto, {"m": R.random((3, 2)) > 0.5, "other": np.zeros((2, 3), F32)})

@@ -208,6 +208,8 @@ def general_reshape(cx, x, wanted, name):
     """x reshaped to ``wanted`` (ints, (variable, axis), Products): its elements split into the factors,
     with the element counts checked at run time, then each Product's factors merged."""
     g = cx.g
+    if x.dtype == np.bool_:         # the count check adds: bools travel as int32
+        return g.math.cast(general_reshape(cx, g.math.cast(x, "int32"), wanted, None), "bool", name=name)
     parts, groups = [], []
     for entry in wanted:
         split = factors(entry)
@@ -217,7 +219,7 @@ def general_reshape(cx, x, wanted, name):
     zero = cx.var(np.zeros((1, 1), dtype=x.dtype))
     # x's elements and like's, each with one 0 after: adding them needs equal counts (no 1 to broadcast).
     padded = [g.shape.concat([g.shape.reshape(v, (1, -1)), zero], axis=1) for v in (x, like)]
-    checked = g.math.add(*padded, name=g.new_name(None, f"{name or 'reshape'}_element_count_check"))
+    checked = g.math.add(*padded, name=g.new_name(None, f"{cx.node.output[0] or 'reshape'}_element_count_check"))
     flat = view(cx, checked, (slice(None), slice(0, -1)))
     out = unpack_axis(flat, g.shape.expand_dims(like, 0), axis=1, like_start=1, count=len(parts), batch_axis=0,
                       dynamic=())
@@ -225,7 +227,7 @@ def general_reshape(cx, x, wanted, name):
     for start, stop in reversed(groups):
         if stop - start > 1:
             out = merge_axes(out, start=start, stop=stop)
-    return view(cx, out, (Ellipsis,), name)
+    return view(cx, out, (Ellipsis,), name) if name is not None else out
 
 
 # --- Mod and Trilu ---------------------------------------------------------------------------------------

@@ -1,16 +1,19 @@
 """Sizes known only at run time in ``graphview.onnx.load``, as attention exports use them: arithmetic on them,
 a Reshape to several of them, and the op types PyTorch's attention exports add (Mod, Trilu).
 
-* ``Mul`` of single sizes (scalar load_ops.Dims: an int, (variable, axis) or load_dims.Product) and constants
-  of one entry gives a Product entry (``B * heads``, ``B * T``); whole shapes are not multiplied; ``Div`` of a Product by an int that one of its int factors is a multiple of removes it
-  (``(B * heads) / heads``); other arithmetic on run-time sizes (Add, Sub, a Div that does not cancel) is
-  refused by name: the result would not be a size graphview can lay out.
+* ``Mul`` of single sizes (load_ops.Dims of one entry: an int, (variable, axis) or load_dims.Product) and
+  constants of one entry gives a Product entry (``B * heads``, ``B * T``); whole shapes are not multiplied.
+  ``Div`` of a Product by an int that one of its int factors is a multiple of removes it
+  (``(B * heads) / heads``); other arithmetic on run-time sizes (Add, Sub, Mod, a Div that does not cancel)
+  is refused by name: the result would not be a size graphview can lay out. A Reshape of one size to a scalar
+  or one entry stays a size (the dynamo exporter's ``Reshape(B * heads, [-1])``).
 * ``Reshape`` to a shape of several run-time sizes that neither splits one axis of the input into known
   sizes nor keeps its leading axes and merges the rest (load_dims handles those) is built from the sizes
   themselves: the input flattened is split by ``unpack_axis`` into the target's factors, laid out by a zero
   tensor of the target's shape (``filled``: as many elements as the output), and the factors of each
   Product are merged back. The element counts are checked at run time (a mismatch is an error, as in
-  onnxruntime, never a silently truncated result). A ``-1`` beside run-time sizes is refused.
+  onnxruntime, never a silently truncated result). A ``-1`` beside run-time sizes is told from the input's
+  shape (``inferred``); only the right size passes the count check.
 * ``Mod`` of values known while building is folded with NumPy (fmod or Python's sign rule); of integer
   tensors computed at run time it is a - b * trunc(a / b), corrected to the divisor's sign without fmod;
   of float tensors computed at run time it is refused.
@@ -69,9 +72,9 @@ def pairwise(cx, ins):
 def mul(cx, node, ins, attrs):
     if not any(isinstance(v, Dims) for v in ins):
         return BUILDERS["Mul"](cx, node, ins, attrs)
-    if not all(v.scalar if isinstance(v, Dims) else np.size(v) == 1 for v in ins):
-        cx.fail("a shape with unknown sizes (from Shape) is multiplied element-wise: only single sizes (a scalar "
-                "Gather of a shape) and constants of one entry can be multiplied")
+    if not all(len(v.entries) == 1 if isinstance(v, Dims) else np.size(v) == 1 for v in ins):
+        cx.fail("a shape with unknown sizes (from Shape) is multiplied element-wise: only single sizes (one entry "
+                "of a shape) and constants of one entry can be multiplied")
     pairs, scalar = pairwise(cx, ins)
     return [dims_or_array([times(a, b) for a, b in pairs], scalar)]
 

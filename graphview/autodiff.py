@@ -134,8 +134,8 @@ def _build(forward, losses, wrt):
 def _backward(graph, order, losses, wrt):
     reach_loss = graph.ancestors(losses)
     depends = set(wrt)
-    for node in order:
-        if any(name in depends for name in node.inputs):
+    for node in order:     # no gradient passes through an integer or boolean value
+        if dtypes.is_float(node.dtype) and any(name in depends for name in node.inputs):
             depends.add(node.name)
     relevant = reach_loss & depends
     pending = collections.defaultdict(list)

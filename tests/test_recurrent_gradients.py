@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import graphview as gv
+from graphview import layers as L
 from test_recurrent import NAMES, build, inputs, torch_results
 
 pytest.importorskip("torch")
@@ -93,3 +94,19 @@ def test_the_results_gradients_reach_the_backward_kernel_as_the_state_columns_al
     (outputs[0].pow(2).sum() + outputs[-1].sum()).backward()
     for name, leaf in zip(NAMES[kind], leaves):
         np.testing.assert_allclose(got[name], leaf.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_a_layers_zero_state_needs_no_gradient_even_after_layers_that_do():
+    """The recurrent layers' zero state is built from a view of their input through a boolean mask; no
+    gradient passes through a boolean, so a stacked or Dense-fed layer still skips the product for dh0,
+    and the model's gradients still pass a gradient check."""
+    g = gv.Graph("stack")
+    x = g.placeholder("x", (None, 4, 3))
+    y = gv.Sequential([L.Dense(5), L.LSTM(3, return_sequences=True), L.GRU(2)], name="net", seed=4)(x)
+    g.set_loss(g.math.sum(g.math.square(y)))
+    trainable = [n for record in g.layers.values() for n in record["variables"] if g.is_trainable(n)]
+    backward = [node for node in g.gradient_graph(trainable).graph.nodes() if node.op in ("lstm_backward", "gru_backward")]
+    assert sorted((node.op, node.attributes["h0_gradient"]) for node in backward) == [
+        ("gru_backward", False), ("lstm_backward", False)]
+    report = gv.check_gradients(g, {"x": np.random.default_rng(3).normal(size=(2, 4, 3))}, max_per_param=8)
+    assert report.passed, str(report)

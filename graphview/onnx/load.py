@@ -8,9 +8,9 @@ initializer, as PyTorch writes an untrained one; in PyTorch's exports an Identit
 parameter of its own, load_ops.identity), integer and bool initializers CONSTANTs; a graphview op's own
 refusal while building is an OnnxImportError naming the file and the node; each node is built by the
 builder that BUILDERS gives its op type (the tables of load_ops, load_nn, load_dims, load_masks, load_more and
-load_sizes joined; a
-``Range`` over a run-time size stays symbolic for load_masks' builders and is a tensor for the others). ONNX names are kept as variable names (``names=``
-receives the map, ONNX name -> graphview name, which differs only where a name was empty or taken).
+load_sizes joined; a ``Range`` over a run-time size stays symbolic for load_masks' builders and is a tensor
+for the others). ONNX names are kept as variable names (``names=`` receives the map, ONNX name -> graphview
+name, which differs only where a name was empty or taken).
 Integer values known when the graph is built (shape constants, ``Shape`` of static dims and the
 integer arithmetic on them) are folded with NumPy. ``onnx`` is an optional dependency (the onnx extra):
 this module imports it only inside ``load``.

@@ -29,7 +29,7 @@ import numpy as np
 from graphview.layouts.ops import merge_axes, unpack_axis
 from graphview.onnx.load_dims import DIMS_BUILDERS, Product, dims_or_array, filled, splitting
 from graphview.onnx.load_masks import Positions, materialize
-from graphview.onnx.load_ops import BUILDERS, Dims, known, reshape_to, view
+from graphview.onnx.load_ops import BUILDERS, Dims, known, view
 
 
 def factors(entry):

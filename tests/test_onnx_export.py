@@ -83,10 +83,23 @@ def test_cnn_float64_cannot_run_conv_in_onnxruntime_but_checks():
     assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.DOUBLE
 
 
+def recurrent_results(graph):
+    """The names of the lstm's outputs, h_n and c_n in ``graph``: the permute of the steps' view and the two
+    final-row views of its state columns' view (ops/recurrent.py's _results)."""
+    packed = next(node.name for node in graph.nodes() if node.op == "lstm")
+    columns = next(node.name for node in graph.nodes() if node.op == "create_view" and node.inputs[0] == packed)
+    views = [node for node in graph.nodes() if node.op == "create_view" and node.inputs[0] == columns]
+    finals = sorted((node for node in views if node.attributes["descriptors"][0][0] == gv.indexing.POINT),
+                    key=lambda node: node.attributes["descriptors"][2][3])
+    steps = next(node.name for node in views if node not in finals)
+    outputs = next(node.name for node in graph.nodes() if node.op == "permute" and node.inputs[0] == steps)
+    return [outputs] + [node.name for node in finals]
+
+
 def test_lstm_with_lengths_matches():
     graph, logits = sequence_digits.build_model(hidden=5, dtype="float32")
     r = np.random.default_rng(3)
-    outputs = [logits.name, "net/lstm/permute", "net/lstm/create_view_2", "net/lstm/create_view_3"]
+    outputs = [logits.name] + recurrent_results(graph)
     for batch, steps in ((4, 7), (3, 2)):
         lengths = r.integers(0, steps + 1, batch)
         lengths[0] = steps
@@ -98,7 +111,8 @@ def test_lstm_with_lengths_matches():
     assert model.graph.input[0].type.tensor_type.shape.dim[1].dim_param == "x_d1"
 
 
-def test_lstm_gate_values_are_not_exported():
+def small_lstm():
+    """A graph with an lstm, its outputs and the name of its packed result."""
     g = gv.Graph()
     x = g.placeholder("x", (None, 3, 2), "float32")
     r = np.random.default_rng(0)
@@ -106,12 +120,24 @@ def test_lstm_gate_values_are_not_exported():
                (("wi", (16, 2)), ("wh", (16, 4)), ("bi", (16,)), ("bh", (16,)))]
     h0, c0 = (g.constant(name, np.zeros((2, 4), np.float32)) for name in ("h0", "c0"))
     outputs, _, _ = g.nn.lstm(x, h0, c0, *weights)
-    packed = outputs.node.inputs[0]
-    while g.node(packed).op != "lstm":
-        packed = g.node(packed).inputs[0]
+    return g, outputs, next(node.name for node in g.nodes() if node.op == "lstm")
+
+
+def test_lstm_gate_values_are_not_exported():
+    g, outputs, packed = small_lstm()
     gates = g.shape.create_view(g[packed], gv.all(), gv.all(), gv.interval(8, 12), name="gates")
     with pytest.raises(ex.UnsupportedOpsError, match=r"lstm: .*gates reads gate values"):
         ex.to_model(g, [outputs.name, gates.name])
+
+
+@pytest.mark.parametrize("which", ["the results' view", "a view of its own"])
+def test_lstm_state_columns_are_not_exported_as_they_are(which):
+    """[h | c] of every row: ONNX's LSTM gives no per-step c, so the exporter refuses it rather than give 0s."""
+    g, outputs, packed = small_lstm()
+    columns = next(node.name for node in g.nodes() if node.op == "create_view" and node.inputs[0] == packed)
+    view = g[columns] if which == "the results' view" else g[packed][:, :, :8]
+    with pytest.raises(ex.UnsupportedOpsError, match=r"lstm: .*gives every step's cell state"):
+        ex.to_model(g, [outputs.name, view.name])
 
 
 @pytest.mark.parametrize("op", ["lstm", "gru"])

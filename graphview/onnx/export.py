@@ -52,10 +52,12 @@ class Context:
 
     ``emit(op_type, inputs, **attributes)`` adds one node and returns its output name (``outputs=n``:
     a list of n names); ``const(array)`` adds an initializer and returns its name; ``dtype_of(name)`` and
-    ``shape_of(name)`` are those of a graphview node; ``opset`` is the target opset."""
+    ``shape_of(name)`` are those of a graphview node; ``opset`` is the target opset; ``outputs`` the names the
+    model gives."""
 
-    def __init__(self, onnx, graph, opset):
+    def __init__(self, onnx, graph, opset, outputs=()):
         self.onnx, self.graph, self.opset = onnx, graph, opset
+        self.outputs = frozenset(outputs)   # the names the model gives
         self.nodes, self.initializers = [], []
         self.node = None            # the graphview node being built
         self._count = 0
@@ -142,7 +144,7 @@ def to_model(graph, outputs, opset=17):
     onnx = _onnx()
     needed = graph.ancestors(outputs)
     ordered = [node for node in graph.nodes() if node.name in needed]
-    context = Context(onnx, graph, opset)
+    context = Context(onnx, graph, opset, outputs)
     tensors, inputs, unsupported = {}, [], {}
     for node in ordered:
         if node.kind is Kind.PLACEHOLDER:

@@ -117,6 +117,8 @@ def _check_views(ctx, node, hidden, final_widths, read=None):
             continue
         entries = reader.attributes.get("descriptors") if reader.op == "create_view" else None
         if read is None and entries == state_columns(final_widths * hidden):
+            if final_widths > 1 and reader.name in ctx.outputs:
+                raise Unsupported(f"{reader.name} gives every step's cell state, which ONNX's LSTM does not give")
             _check_views(ctx, node, hidden, final_widths, reader.name)
             continue
         if not entries or any(entry[0] == "dynamic" for entry in entries) or len(entries) < 3:

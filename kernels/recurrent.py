@@ -32,7 +32,7 @@ def _final_rows(out, h0, c0, lengths, width):
 
 
 @njit(**JIT)
-def _adds_nothing(h0, w_hh):
+def adds_nothing(h0, w_hh):
     """Whether h0 @ W_hh^T is exactly 0: h0 all zero and W_hh finite (0 times an infinity or NaN is NaN). The
     forward kernels then skip the first step's product: zero initial states are the common case."""
     for value in h0.reshape(h0.size):
@@ -57,7 +57,7 @@ def lstm_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, lengths, out):
     packed, weights = out.reshape(out.size), w_hh.reshape(w_hh.size)
     product(False, True, steps * batch, 4 * hidden, features, x.reshape(x.size), 0, features,
             w_ih.reshape(w_ih.size), 0, features, 0.0, packed, 2 * hidden, width)
-    skip = steps > 0 and _adds_nothing(h0, w_hh)
+    skip = steps > 0 and adds_nothing(h0, w_hh)
     for t in range(steps):
         if t == 0:   # the gate columns += h_{t-1} @ W_hh^T, h_{t-1} read in place
             if not skip:
@@ -180,7 +180,7 @@ def gru_forward(x, h0, w_ih, w_hh, b_ih, b_hh, lengths, out):
             hidden, width)
     product(False, True, steps * batch, hidden, features, xs, 0, features, inputs, 2 * hidden * features, features,
             0.0, packed, 4 * hidden, width)
-    skip = steps > 0 and _adds_nothing(h0, w_hh)
+    skip = steps > 0 and adds_nothing(h0, w_hh)
     for t in range(steps):
         for b in range(batch):
             out[t, b, 3 * hidden:4 * hidden] = b_hh[2 * hidden:]

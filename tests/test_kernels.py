@@ -394,3 +394,15 @@ def test_functions_outside_the_kernels_keep_numbas_own_cache_locator(tmp_path):
     exec(compile(source.read_text(), str(source), "exec"), namespace)
     stamped = [cls for cls in numba.core.caching.CacheImpl._locator_classes if cls.__module__ == caching.__name__]
     assert stamped and all(cls.from_function(namespace["f"], str(source)) is None for cls in stamped)
+
+
+def test_the_recurrent_kernels_skip_the_first_product_only_when_it_adds_exactly_nothing():
+    h0, w_hh = np.zeros((2, 3)), np.ones((12, 3))
+    assert recurrent.adds_nothing(h0, w_hh)
+    assert not recurrent.adds_nothing(np.array([[0.0, 1e-300, 0.0], [0.0, 0.0, 0.0]]), w_hh)
+    assert recurrent.adds_nothing(np.array([[-0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]), w_hh)
+    for bad in (np.inf, -np.inf, np.nan):
+        poisoned = w_hh.copy()
+        poisoned[5, 1] = bad
+        assert not recurrent.adds_nothing(h0, poisoned)           # 0 * inf and 0 * NaN are NaN
+        assert not recurrent.adds_nothing(np.where(np.eye(2, 3) > 0, bad, 0.0), w_hh)

@@ -110,3 +110,20 @@ def test_a_layers_zero_state_needs_no_gradient_even_after_layers_that_do():
         ("gru_backward", False), ("lstm_backward", False)]
     report = gv.check_gradients(g, {"x": np.random.default_rng(3).normal(size=(2, 4, 3))}, max_per_param=8)
     assert report.passed, str(report)
+
+
+def test_needs_gradient_takes_a_graph_variable():
+    with pytest.raises(gv.GraphviewError, match="needs_gradient takes one of the op's inputs, a graph variable, "
+                                                "not ndarray"):
+        gv.needs_gradient(np.zeros(3))
+
+
+def test_a_backward_op_names_every_gradient_shape_it_takes():
+    values = inputs("gru")
+    g = gv.Graph("gru")
+    packed = g.var("packed", np.zeros((6, 3, 30)))
+    with pytest.raises(gv.ShapeError, match=r"grad has shape \(4, 3, 6\); it must be .*; the gradient of every "
+                                            r"section, of the state columns \(steps \+ 1, batch, hidden\) or of "
+                                            r"the steps' h \(steps, batch, hidden\) is taken"):
+        gv.registry.op("gru_backward")(g.var("grad", np.zeros((4, 3, 6))), packed, g.var("h0", values[1]),
+                                       g.var("w_hh", values[3]), g.var("w_ih", values[2]))

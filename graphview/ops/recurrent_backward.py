@@ -51,11 +51,18 @@ def _grad_pattern(sections, states, grad, packed, w_hh):
 
 def _backward_sizes(op, sections, gates, grad, packed, states, w_hh, w_ih, lengths):
     """(T + 1, B, 4H + F) as packed and w_ih give them: each step's gate gradients, then x's."""
-    sizes = sizes_of(("packed", packed, _packed_pattern(sections)),
-                     ("grad", grad, _grad_pattern(sections, states, grad, packed, w_hh)),
-                     *((label, state, ("batch", "hidden")) for label, state in states),
-                     ("w_hh", w_hh, ((gates, "hidden", 0), "hidden")), ("w_ih", w_ih, ((gates, "hidden", 0), "features")),
-                     *lengths_spec(op, lengths))
+    try:
+        sizes = sizes_of(("packed", packed, _packed_pattern(sections)),
+                         ("grad", grad, _grad_pattern(sections, states, grad, packed, w_hh)),
+                         *((label, state, ("batch", "hidden")) for label, state in states),
+                         ("w_hh", w_hh, ((gates, "hidden", 0), "hidden")),
+                         ("w_ih", w_ih, ((gates, "hidden", 0), "features")), *lengths_spec(op, lengths))
+    except ShapeError as error:
+        if not str(error).startswith("grad "):
+            raise
+        columns = f"{len(states)}*hidden" if len(states) > 1 else "hidden"
+        raise ShapeError(f"{error}; the gradient of every section, of the state columns (steps + 1, batch, "
+                         f"{columns}) or of the steps' h (steps, batch, hidden) is taken") from None
     hidden, features = sizes.get("hidden"), sizes.get("features")
     return (packed[0], packed[1], None if hidden is None or features is None else 4 * hidden + features)
 

@@ -192,7 +192,10 @@ def _scatter_view_kernel(values, like, *rest, descriptors):
     starts = _box_starts(out, region)
     source = np.broadcast_to(values, region.shape)
     if starts is None:
-        kernels.fill(out.reshape(-1), out.dtype.type(0))
+        if out.flags.c_contiguous:
+            kernels.fill(out.reshape(-1), out.dtype.type(0))
+        else:                               # reshape would fill a copy (the executor's outputs are C-ordered)
+            copy_kernel(np.broadcast_to(np.zeros((), out.dtype), out.shape), out)
         copy_kernel(source, region)
         return
     # A box: zeros around it and the values in it, each element written once. NumPy stages values that are

@@ -238,3 +238,13 @@ def test_a_bool_mask_reshaped_to_several_run_time_sizes_matches_onnxruntime():
                                                node("Reshape", ["m", "shape"], ["y"])]
     proto = helper_model(nodes, {"m": (np.bool_, ["t", "b"]), "other": (F32, ["b2", "t2"])}, ["y"], INDICES)
     check(proto, {"m": R.random((3, 2)) > 0.5, "other": np.zeros((2, 3), F32)})
+
+
+@pytest.mark.parametrize("target, dims", [([0, -1, 4], ["b", "t", 16]), ([0, 0, 2, -1], ["b", "t", 16]),
+                                          ([-1, 0, 8], ["b", "t", 16]), ([0, 4, -1], ["b", "t", 16])])
+def test_constant_shapes_copying_two_unknown_sizes_with_0_match_onnxruntime(target, dims):
+    """x.view(0, -1, heads) of (B, T, C): the 0 copies an unknown size and the -1 is another (T * C / heads)."""
+    proto = helper_model([node("Reshape", ["x", "shape"], ["y"])], {"x": (F32, dims)}, ["y"],
+                         [("shape", np.array(target, I64))])
+    for shape in [(2, 3, 16), (1, 5, 16), (4, 1, 16)]:
+        check(proto, {"x": R.normal(size=shape).astype(F32)})

@@ -13,7 +13,8 @@ a Reshape to several of them, and the op types PyTorch's attention exports add (
   tensor of the target's shape (``filled``: as many elements as the output), and the factors of each
   Product are merged back. The element counts are checked at run time (a mismatch is an error, as in
   onnxruntime, never a silently truncated result). A ``-1`` beside run-time sizes is told from the input's
-  shape (``inferred``); only the right size passes the count check.
+  shape (``inferred``); only the right size passes the count check. A constant target whose 0s copy unknown
+  sizes beside a -1 (``x.view(0, -1, heads)``) takes the same path.
 * ``Mod`` of values known while building is folded with NumPy (fmod or Python's sign rule); of integer
   tensors computed at run time it is a - b * trunc(a / b), corrected to the divisor's sign without fmod;
   of float tensors computed at run time it is refused.
@@ -26,7 +27,7 @@ builders for other inputs; ATTENTION_BUILDERS has Mod and Trilu (load_more joins
 """
 import numpy as np
 
-from graphview.layouts.ops import merge_axes, unpack_axis
+from graphview.layouts.ops import merge_axes, split_axis, unpack_axis
 from graphview.onnx.load_dims import DIMS_BUILDERS, Product, dims_or_array, filled, splitting
 from graphview.onnx.load_masks import Positions, materialize
 from graphview.onnx.load_ops import BUILDERS, Dims, known, view
@@ -126,9 +127,10 @@ def reshape(cx, node, ins, attrs):
             cx.fail(f"a Reshape of a shape with unknown sizes ({len(dims.entries)} entries) to {target}: only one "
                     f"size, to a scalar or one entry, is supported")
         return [Dims(dims.entries, scalar=not target)]
-    if not isinstance(ins[1], Dims):
+    if not isinstance(ins[1], Dims) and not copies_unknown(cx, ins, attrs):
         return DIMS_BUILDERS["Reshape"](cx, node, ins, attrs)
-    x, wanted = cx.var(ins[0]), list(ins[1].entries)
+    x = cx.var(ins[0])
+    wanted = list(ins[1].entries) if isinstance(ins[1], Dims) else [int(d) for d in np.ravel(ins[1])]
     if not attrs.get("allowzero", 0):     # 0 copies the input's size
         wanted = [(x.shape[i] if x.shape[i] is not None else (x, i)) if isinstance(e, int) and e == 0 else e
                   for i, e in enumerate(wanted)]
@@ -142,43 +144,62 @@ def reshape(cx, node, ins, attrs):
     return [general_reshape(cx, x, wanted, cx.name())]
 
 
+def copies_unknown(cx, ins, attrs):
+    """Whether a constant target shape has, with its 0s copying unknown sizes of the input, two or more
+    unknown entries (``x.view(0, -1, heads)`` on (None, None, C)): a Reshape for the run-time path."""
+    x, shape = ins
+    if known(x) or not known(shape) or attrs.get("allowzero", 0):
+        return False
+    target = [int(d) for d in np.ravel(cx.static(shape, "the shape"))]
+    copied = [i for i, d in enumerate(target) if d == 0 and i < len(x.shape) and x.shape[i] is None]
+    return bool(copied) and len(copied) + target.count(-1) > 1
+
+
 def inferred(cx, x, wanted):
-    """``wanted`` with its -1 replaced by a size told from x's: the ints left where every run-time size cancels,
-    else the product of x's axes left between the entries before the -1 (matched to x's leading axes) and those
-    after it (matched to x's trailing axes). A wrong match cannot give a wrong result: the element counts are
-    checked at run time, and only the right size passes (an error, then, where the match was wrong)."""
+    """``wanted`` with its -1 replaced by a size told from x's: x's sizes over the others' where every run-time
+    size of the target is one of x's (exact), else the product of x's axes left between the entries before the
+    -1 (matched to x's leading axes) and those after it (matched to x's trailing axes). A wrong match cannot
+    give a wrong result: the element counts are checked at run time, and only the right size passes (an
+    error, then, where the match was wrong)."""
     at = wanted.index(-1)
     if -1 in wanted[at + 1:]:
         cx.fail(f"the target shape {described(wanted)} has two -1s")
     have = [part for a, d in enumerate(x.shape) for part in factors(d if d is not None else (x, a))]
     other = [part for e in wanted if not (isinstance(e, int) and e == -1) for part in factors(e)]
     top, bottom = [p for p in have if not isinstance(p, int)], [p for p in other if not isinstance(p, int)]
-    if len(top) == len(bottom) and all(any(p is q for q in bottom) for p in top) and \
-            all(any(p is q for q in top) for p in bottom):
-        numerator = int(np.prod([p for p in have if isinstance(p, int)], dtype=np.int64))
-        denominator = int(np.prod([p for p in other if isinstance(p, int)], dtype=np.int64))
-        if denominator and numerator % denominator == 0:
-            return wanted[:at] + [numerator // denominator] + wanted[at + 1:]
-    first = matched(x, wanted[:at], range(len(x.shape)))
-    last = matched(x, wanted[at + 1:][::-1], range(len(x.shape) - 1, -1, -1))
+    for p in list(bottom):            # the same (variable, axis) above and below cancels
+        same = [q for q in top if q[0] is p[0] and q[1] == p[1]]
+        if same:
+            top.remove(same[0])
+            bottom.remove(p)
+    numerator = int(np.prod([p for p in have if isinstance(p, int)], dtype=np.int64))
+    denominator = int(np.prod([p for p in other if isinstance(p, int)], dtype=np.int64))
+    if not bottom and denominator and numerator % denominator == 0:      # exact: the input's sizes left over
+        size = numerator // denominator
+        for p in top:
+            size = times(size, p)
+        return wanted[:at] + [size] + wanted[at + 1:]
+    first, head = matched(x, wanted[:at], range(len(x.shape)))
+    last, tail = matched(x, wanted[at + 1:][::-1], range(len(x.shape) - 1, -1, -1))
     if first is None or last is None or first > len(x.shape) - last:
         cx.fail(f"a -1 beside sizes known only at run time (target {described(wanted)}, input shape {x.shape}): "
                 f"its size cannot be told from the input's")
     middle = [x.shape[a] if x.shape[a] is not None else (x, a) for a in range(first, len(x.shape) - last)]
-    size = 1
+    size = head * tail
     for entry in middle:
         size = times(size, entry)
     return wanted[:at] + [size] + wanted[at + 1:]
 
 
 def matched(x, entries, axes):
-    """How many of x's ``axes`` (in order) ``entries`` (in the same order) cover, or None: an axis is its own
-    entry, equal ints, ints that multiply to its size, or an unknown size and one run-time entry with the ints
-    next to it (B and heads of B * heads)."""
+    """(how many of x's ``axes``, in order, ``entries`` in the same order cover, the factor of the last one they
+    leave to the -1), or (None, 1): an axis is its own entry, equal ints, ints that multiply to its size (or,
+    for the last entries, to a divisor of it), or an unknown size and one run-time entry with the ints next to
+    it (B and heads of B * heads)."""
     axes, used, i = list(axes), 0, 0
     while i < len(entries):
         if used == len(axes):
-            return None
+            return None, 1
         axis, entry = axes[used], entries[i]
         size = x.shape[axis]
         if own(x, entry, axis):
@@ -192,11 +213,13 @@ def matched(x, entries, axes):
             while i < len(entries) and isinstance(entries[i], int) and product < size:
                 product, i = product * entries[i], i + 1
             if product != size:
-                return None
+                if i == len(entries) and product > 0 and size % product == 0:
+                    return used + 1, size // product        # the rest of this axis goes to the -1
+                return None, 1
         else:
-            return None
+            return None, 1
         used += 1
-    return used
+    return used, 1
 
 
 def described(wanted):
@@ -209,7 +232,9 @@ def described(wanted):
 
 def general_reshape(cx, x, wanted, name):
     """x reshaped to ``wanted`` (ints, (variable, axis), Products): its elements split into the factors,
-    with the element counts checked at run time, then each Product's factors merged."""
+    with the element counts checked at run time, then each Product's factors merged. The trailing known
+    factors are a static reshape; the run-time ones (``lead``) are split by unpack_axis, laid out by a zero
+    tensor of their shape (the output's size over the trailing factors' product)."""
     g = cx.g
     if x.dtype == np.bool_:         # the count check adds: bools travel as int32
         return g.math.cast(general_reshape(cx, g.math.cast(x, "int32"), wanted, None), "bool", name=name)
@@ -218,15 +243,27 @@ def general_reshape(cx, x, wanted, name):
         split = factors(entry)
         groups.append((len(parts), len(parts) + len(split)))
         parts += split
-    like = filled(cx, parts, 0, x.dtype)
+    cut = len(parts)
+    while isinstance(parts[cut - 1], int):      # the general path has a run-time factor: cut stays >= 1
+        cut -= 1
+    lead, trail = parts[:cut], parts[cut:]
+    inner = int(np.prod(trail, dtype=np.int64))
+    flat = g.shape.reshape(x, (1, -1, inner))    # a count not divisible by inner: reshape's error
+    like = filled(cx, lead, 0, x.dtype)
+    # One element per row of flat and like's elements, each with one 0 after: adding them needs equal counts
+    # (no 1 to broadcast); like is split back from that sum, so the data's split depends on the check.
     zero = cx.var(np.zeros((1, 1), dtype=x.dtype))
-    # x's elements and like's, each with one 0 after: adding them needs equal counts (no 1 to broadcast).
-    padded = [g.shape.concat([g.shape.reshape(v, (1, -1)), zero], axis=1) for v in (x, like)]
+    padded = [g.shape.concat([v, zero], axis=1) for v in (view(cx, flat, (slice(None), slice(None), 0)),
+                                                         g.shape.reshape(like, (1, -1)))]
     checked = g.math.add(*padded, name=g.new_name(None, f"{cx.node.output[0] or 'reshape'}_element_count_check"))
-    flat = view(cx, checked, (slice(None), slice(0, -1)))
-    out = unpack_axis(flat, g.shape.expand_dims(like, 0), axis=1, like_start=1, count=len(parts), batch_axis=0,
-                      dynamic=())
-    out = view(cx, out, (0,))
+    layout = unpack_axis(view(cx, checked, (slice(None), slice(0, -1))), g.shape.expand_dims(like, 0), axis=1,
+                         like_start=1, count=len(lead), batch_axis=0, dynamic=())
+    out = unpack_axis(flat, layout, axis=1, like_start=1, count=len(lead), batch_axis=0, dynamic=())
+    out = view(cx, out, (0,))                    # lead + (inner,)
+    if len(trail) > 1:
+        out = split_axis(out, axis=len(lead), sizes=tuple(trail))
+    elif not trail:
+        out = view(cx, out, (Ellipsis, 0))
     for start, stop in reversed(groups):
         if stop - start > 1:
             out = merge_axes(out, start=start, stop=stop)

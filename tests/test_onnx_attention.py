@@ -172,3 +172,57 @@ def test_dynamo_exports_load_and_match_at_other_batch_and_sequence_sizes(which):
     args = tuple(torch.from_numpy(v) for v in feeds_of(names, B, T, np.random.default_rng(0)).values())
     data = export(net, args, names, dynamo=True)
     compare(net, data, names, [(B, T), (3, 7), (1, 3), (4, 2)], atol=4e-6)
+
+
+class MaskedEncoder(torch.nn.Module):
+    def __init__(self, mode):
+        super().__init__()
+        self.m, self.mode = Encoder().m, mode
+
+    def forward(self, x, pad=None):
+        if self.mode == "causal":
+            mask = torch.nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+            return self.m(x, src_mask=mask, is_causal=True)
+        return self.m(x, src_key_padding_mask=pad)
+
+
+class CrossAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.m = torch.nn.MultiheadAttention(E, 4, batch_first=True)
+
+    def forward(self, x, memory):
+        return self.m(x, memory, memory, need_weights=False)[0]
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("mode", ["key_padding_mask", "causal"])
+def test_encoder_layers_with_masks_match_onnxruntime_and_pytorch(mode, dynamo):
+    torch.manual_seed(6)
+    net, names = MaskedEncoder(mode).eval(), ["x", "pad"] if mode == "key_padding_mask" else ["x"]
+    args = tuple(torch.from_numpy(v) for v in feeds_of(names, B, T, np.random.default_rng(0)).values())
+    sizes = [(B, T), (3, T), (1, T)] + ([(3, 7), (2, 2)] if dynamo else [])
+    compare(net, export(net, args, names, dynamo), names, sizes, atol=4e-6)
+
+
+def test_cross_attention_matches_onnxruntime_and_pytorch_at_other_batch_sizes():
+    """Queries and keys of different lengths (the TorchScript exporter fixes both at the export's)."""
+    torch.manual_seed(7)
+    net = CrossAttention().eval()
+    x, memory = torch.randn(B, T, E), torch.randn(B, T + 1, E)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, (x, memory), buffer, dynamo=False, opset_version=17, input_names=["x", "memory"],
+                          output_names=["y"], dynamic_axes={"x": {0: "batch", 1: "seq"}, "memory": {0: "batch"}})
+    g = load(buffer.getvalue())
+    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(8)
+    for batch in (B, 4, 1):
+        feeds = {"x": rng.normal(size=(batch, T, E)).astype(np.float32),
+                 "memory": rng.normal(size=(batch, T + 1, E)).astype(np.float32)}
+        ours = g.output(feeds, ["y"])["y"]
+        np.testing.assert_allclose(ours, session.run(["y"], feeds)[0], rtol=1e-5, atol=2e-6)
+        with torch.no_grad():
+            np.testing.assert_allclose(ours, net(*(torch.from_numpy(v) for v in feeds.values())).numpy(), rtol=1e-5,
+                                       atol=2e-6)

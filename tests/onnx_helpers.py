@@ -12,7 +12,7 @@ from graphview.onnx.load import load
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from onnx import helper as oh  # noqa: E402
+from onnx import TensorProto, helper as oh, numpy_helper  # noqa: E402
 
 
 def model_of(graph, opset=17):
@@ -31,6 +31,15 @@ def with_inferred_outputs(graph, opset):
     del proto.graph.output[:]
     proto.graph.output.extend(inferred.graph.output)
     return proto
+
+
+def helper_model(nodes, inputs, outputs, inits=(), opset=17, name="helper"):
+    """A checked model of onnx.helper nodes: ``inputs`` maps a name to (dtype, dims), ``inits`` (name, value)
+    pairs are initializers; the outputs' types come from shape inference."""
+    infos = [oh.make_tensor_value_info(n, oh.np_dtype_to_tensor_dtype(np.dtype(t)), d) for n, (t, d) in inputs.items()]
+    outs = [oh.make_value_info(n, oh.make_tensor_type_proto(TensorProto.FLOAT, None)) for n in outputs]
+    graph = oh.make_graph(nodes, name, infos, outs, [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    return with_inferred_outputs(graph, opset)
 
 
 def session(proto):
@@ -70,3 +79,9 @@ def run_both(proto, feeds, outputs=None):
     outputs = [o.name for o in proto.graph.output] if outputs is None else list(outputs)
     ours = g.output(feeds, [names[o] for o in outputs])
     return [ours[names[o]] for o in outputs], session(proto).run(outputs, feeds), g, names
+
+
+def check(proto, feeds, rtol=1e-5, atol=1e-6):
+    """graphview's outputs of the model ``proto`` loads match onnxruntime's: shapes, dtypes and values."""
+    ours, theirs, _, _ = run_both(proto, feeds)
+    assert_outputs_match(ours, theirs, rtol, atol)

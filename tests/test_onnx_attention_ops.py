@@ -3,6 +3,8 @@ against onnxruntime on an onnx.helper model: Mod, Trilu, Mul and Div of run-time
 run-time sizes (and a -1 beside them), Where of constants, a bool ConstantOfShape of run-time sizes; and the
 errors: what cannot be laid out is refused by node, a wrong element count fails at run time as in onnxruntime.
 """
+import functools
+
 import numpy as np
 import pytest
 
@@ -12,28 +14,12 @@ from graphview.onnx.load import load
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper as oh, numpy_helper  # noqa: E402
-from test_onnx_load import with_inferred_outputs  # noqa: E402  (tests/ is on the path)
+import onnx_helpers  # noqa: E402  (tests/ is on the path)
+from onnx_helpers import helper_model  # noqa: E402
 
 F32, I64 = np.float32, np.int64
+check = functools.partial(onnx_helpers.check, rtol=1e-6)
 R = np.random.default_rng(19)
-
-
-def helper_model(nodes, inputs, outputs, inits=(), opset=17):
-    """A checked model: ``inputs`` maps a name to (dtype, dims); outputs' types come from shape inference."""
-    infos = [oh.make_tensor_value_info(n, oh.np_dtype_to_tensor_dtype(np.dtype(t)), d) for n, (t, d) in inputs.items()]
-    outs = [oh.make_value_info(name, oh.make_tensor_type_proto(TensorProto.FLOAT, None)) for name in outputs]
-    graph = oh.make_graph(nodes, "sizes", infos, outs, [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    return with_inferred_outputs(graph, opset)
-
-
-def check(proto, feeds, rtol=1e-6, atol=1e-6):
-    names = [o.name for o in proto.graph.output]
-    ours = load(proto).output(feeds, names)
-    theirs = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(names, feeds)
-    for name, b in zip(names, theirs):
-        a = ours[name]
-        assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
-        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
 
 
 def node(op, ins, outs, **attrs):

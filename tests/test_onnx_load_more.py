@@ -15,24 +15,11 @@ ex = importlib.import_module("graphview.onnx.export")   # the module: gv.onnx.ex
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper as oh, numpy_helper  # noqa: E402
-from onnx_helpers import assert_outputs_match, outputs_of, run_both, with_inferred_outputs  # noqa: E402
+from onnx_helpers import assert_outputs_match, check, helper_model, outputs_of  # noqa: E402
 from test_onnx_export import CASES, IMAGE_CASES, build_case  # noqa: E402  (tests/ is on the path)
 
 F32 = np.float32
 R = np.random.default_rng(11)
-
-
-def helper_model(nodes, inputs, outputs, inits=(), opset=17):
-    """A checked model: ``inputs`` maps a name to (dtype, dims); outputs' types come from shape inference."""
-    infos = [oh.make_tensor_value_info(n, oh.np_dtype_to_tensor_dtype(np.dtype(t)), d) for n, (t, d) in inputs.items()]
-    outs = [oh.make_value_info(name, oh.make_tensor_type_proto(TensorProto.FLOAT, None)) for name in outputs]
-    graph = oh.make_graph(nodes, "more", infos, outs, [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    return with_inferred_outputs(graph, opset)
-
-
-def check(proto, feeds, rtol=1e-5, atol=1e-6):
-    ours, theirs, _, _ = run_both(proto, feeds)
-    assert_outputs_match(ours, theirs, rtol, atol)
 
 
 X = R.normal(size=(3, 4, 5)).astype(F32)

@@ -109,7 +109,7 @@ def test_multihead_attention_exports_match_onnxruntime_and_pytorch_at_other_batc
     feeds = feeds_of(names, 3, T + 2, np.random.default_rng(1))
     with pytest.raises(Exception, match="Reshape"):
         session.run(["y"], feeds)
-    with pytest.raises(gv.GraphviewError, match=r"cannot reshape \(7, 3, 16\)"):
+    with pytest.raises(gv.GraphviewError, match=r"Reshape_\d+_output_0_element_count_check.*do not broadcast"):
         g.output(feeds, ["y"])
 
 

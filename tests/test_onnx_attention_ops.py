@@ -145,8 +145,8 @@ def test_a_minus_one_beside_run_time_sizes_is_told_from_the_input():
 
 def test_a_wrong_element_count_fails_at_run_time_as_in_onnxruntime():
     """A size the exporter wrote as a constant (5) beside run-time ones: right at 5, an error elsewhere."""
-    nodes = sizes_of("x", [1], "s") + [
-        node("Mul", ["s_1", "heads"], ["bh"]), one("bh", "bh1"),
+    nodes = sizes_of("x", [0], "s") + [
+        node("Mul", ["s_0", "heads"], ["bh"]), one("bh", "bh1"),
         node("Concat", ["five", "bh1", "four"], ["shape"], axis=0), node("Transpose", ["x"], ["xt"], perm=[1, 0, 2]),
         node("Reshape", ["xt", "shape"], ["y"])]
     inits = INDICES + [("heads", np.array(2, I64)), ("five", np.array([5], I64)), ("four", np.array([4], I64))]
@@ -155,7 +155,7 @@ def test_a_wrong_element_count_fails_at_run_time_as_in_onnxruntime():
     feeds = {"x": R.normal(size=(3, 6, 8)).astype(F32)}
     with pytest.raises(Exception, match="Reshape"):
         ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(["y"], feeds)
-    with pytest.raises(gv.GraphviewError, match=r"cannot reshape \(6, 3, 8\)"):
+    with pytest.raises(gv.GraphviewError, match=r"y_element_count_check.*do not broadcast"):
         load(proto).output(feeds, ["y"])
 
 
@@ -234,3 +234,22 @@ def test_constant_shapes_copying_two_unknown_sizes_with_0_match_onnxruntime(targ
                          [("shape", np.array(target, I64))])
     for shape in [(2, 3, 16), (1, 5, 16), (4, 1, 16)]:
         check(proto, {"x": R.normal(size=shape).astype(F32)})
+
+
+def test_one_run_time_size_from_another_tensor_is_checked_not_taken_as_minus_one():
+    """Reshape(x, [z.shape[0] * 4, 4]): the size comes from z, so it is checked against x's element count (an
+    error where onnxruntime gives one), not read as reshape's -1 (which would silently give x's rows)."""
+    nodes = sizes_of("z", [0], "s") + [node("Mul", ["s_0", "four"], ["rows"]), one("rows", "rows1"),
+                                        node("Concat", ["rows1", "four1"], ["shape"], axis=0),
+                                        node("Reshape", ["x", "shape"], ["y"])]
+    inits = INDICES + [("four", np.array(4, I64)), ("four1", np.array([4], I64))]
+    proto = helper_model(nodes, {"x": (F32, ["n", 4, 4]), "z": (F32, ["m", 3])}, ["y"], inits)
+    check(proto, {"x": R.normal(size=(3, 4, 4)).astype(F32), "z": np.ones((3, 3), F32)})
+    feeds = {"x": R.normal(size=(3, 4, 4)).astype(F32), "z": np.ones((2, 3), F32)}
+    unoptimized = ort.SessionOptions()      # onnxruntime's optimizer takes this size as a -1 too
+    unoptimized.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    with pytest.raises(Exception, match="Reshape"):
+        ort.InferenceSession(proto.SerializeToString(), unoptimized, providers=["CPUExecutionProvider"]).run(
+            ["y"], feeds)
+    with pytest.raises(gv.GraphviewError, match=r"y_element_count_check.*do not broadcast"):
+        load(proto).output(feeds, ["y"])

@@ -137,7 +137,11 @@ def reshape(cx, node, ins, attrs):
     unknown = [e for e in wanted if not isinstance(e, int) or e == -1]
     keep = len(wanted) - 1
     merges_rest = len(x.shape) > keep and all(own(x, wanted[a], a) for a in range(keep))
-    if splitting(x, wanted) is not None or len(unknown) <= 1 or merges_rest:
+    # One run-time size taken from another tensor would be read as reshape's -1, its value never checked
+    # against that tensor's: it goes the checked way, as several do.
+    foreign = len(unknown) == 1 and unknown[0] != -1 and any(
+        isinstance(part, tuple) and part[0] is not x for part in factors(unknown[0]))
+    if not foreign and (splitting(x, wanted) is not None or len(unknown) <= 1 or merges_rest):
         return DIMS_BUILDERS["Reshape"](cx, node, [x, Dims(wanted)], attrs)
     if -1 in wanted:
         wanted = inferred(cx, x, wanted)

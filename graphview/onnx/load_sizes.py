@@ -291,7 +291,8 @@ def mod(cx, node, ins, attrs):
     if a.dtype.kind not in "iu" or b.dtype.kind not in "iu":
         cx.fail(f"Mod of {a.dtype} tensors computed at run time is not supported (integers are)")
     dtype = np.result_type(a.dtype, b.dtype)
-    whole = g.math.cast(g.math.div(a, b), dtype.name)                     # trunc(a / b): Div of integers in float64
+    # trunc(a / b), computed in float64 as integer Div is: exact while the values stay below 2**53
+    whole = g.math.cast(g.math.div(a, b), dtype.name)
     rest = g.math.sub(a, g.math.mul(b, whole))                            # the sign of a (fmod)
     if fmod:
         return [view(cx, rest, (Ellipsis,), cx.name())]

@@ -45,10 +45,12 @@ def _stamped(locator):
 
 
 def install():
-    """Put the stamped locators before Numba's own (once; importing this package does it)."""
-    classes = caching.CacheImpl._locator_classes
-    if not any(getattr(cls, "__module__", None) == __name__ for cls in classes):
-        caching.CacheImpl._locator_classes = [_stamped(cls) for cls in classes] + list(classes)
+    """Put the stamped locators before Numba's own (once; importing this package does it). Older Numba names
+    the class ``_CacheImpl``; a Numba with neither keeps its own locators (and ADR 0003's caveat)."""
+    impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
+    classes = getattr(impl, "_locator_classes", None)
+    if classes is not None and not any(getattr(cls, "__module__", None) == __name__ for cls in classes):
+        impl._locator_classes = [_stamped(cls) for cls in classes] + list(classes)
 
 
 install()

@@ -392,7 +392,8 @@ def test_functions_outside_the_kernels_keep_numbas_own_cache_locator(tmp_path):
     source.write_text("def f(a):\n    return a + 1\n")
     namespace = {}
     exec(compile(source.read_text(), str(source), "exec"), namespace)
-    stamped = [cls for cls in numba.core.caching.CacheImpl._locator_classes if cls.__module__ == caching.__name__]
+    impl = getattr(numba.core.caching, "CacheImpl", None) or numba.core.caching._CacheImpl
+    stamped = [cls for cls in impl._locator_classes if cls.__module__ == caching.__name__]
     assert stamped and all(cls.from_function(namespace["f"], str(source)) is None for cls in stamped)
 
 

@@ -20,6 +20,7 @@ from graphview.registry import defop, graph_of, public
 from graphview.shapes import format_shape
 from graphview.testing import Sample, transposed
 from graphview.ops.shape import permute
+from graphview.ops.view import entries_for
 from graphview.variable import Variable
 from graphview_kernels import masked, recurrent as kernels
 
@@ -278,8 +279,9 @@ def _lengths_of_time_dim(x, layout):
 
 
 def _descriptors(key):
+    """The descriptors create_view records for the static 3-D ``key`` (entries_for's normalization)."""
     descriptors, _ = indexing.from_numpy_key(key, 3)
-    return tuple(tuple(int(value) for value in descriptor) for descriptor in descriptors)
+    return entries_for(None, descriptors, "recurrent results")[0]
 
 
 def state_columns(width):

@@ -50,16 +50,16 @@ def _grad_pattern(sections, states, grad, packed, w_hh):
 
 
 def _backward_sizes(op, sections, gates, grad, packed, states, w_hh, w_ih, lengths):
-    """(T + 1, B, 4H + F) as packed and w_ih give them: each step's gate gradients, then x's."""
+    """(T + 1, B, 4H + F) as packed and w_ih give them: each step's gate gradients, then x's. grad is checked
+    once the others agree, so that its error can name every gradient shape the op takes."""
+    packed_spec = ("packed", packed, _packed_pattern(sections))
+    others = (*((label, state, ("batch", "hidden")) for label, state in states),
+              ("w_hh", w_hh, ((gates, "hidden", 0), "hidden")), ("w_ih", w_ih, ((gates, "hidden", 0), "features")),
+              *lengths_spec(op, lengths))
+    sizes_of(packed_spec, *others)
     try:
-        sizes = sizes_of(("packed", packed, _packed_pattern(sections)),
-                         ("grad", grad, _grad_pattern(sections, states, grad, packed, w_hh)),
-                         *((label, state, ("batch", "hidden")) for label, state in states),
-                         ("w_hh", w_hh, ((gates, "hidden", 0), "hidden")),
-                         ("w_ih", w_ih, ((gates, "hidden", 0), "features")), *lengths_spec(op, lengths))
+        sizes = sizes_of(packed_spec, ("grad", grad, _grad_pattern(sections, states, grad, packed, w_hh)), *others)
     except ShapeError as error:
-        if not str(error).startswith("grad "):
-            raise
         columns = f"{len(states)}*hidden" if len(states) > 1 else "hidden"
         raise ShapeError(f"{error}; the gradient of every section, of the state columns (steps + 1, batch, "
                          f"{columns}) or of the steps' h (steps, batch, hidden) is taken") from None

@@ -98,6 +98,37 @@ def test_logsumexp_gradient_is_the_softmax_at_large_logits(masked):
     np.testing.assert_allclose(gradient, np.full((1, 3), 1 / 3), rtol=1e-12, atol=0)
 
 
+
+INFINITE_ROWS = np.array([[np.inf, 1.0, 2.0], [-np.inf, 1.0, 2.0], [-np.inf, -np.inf, -np.inf],
+                          [np.inf, -np.inf, 1.0], [np.inf, np.inf, 1.0], [-np.inf, -np.inf, 3.0],
+                          [np.inf, 1.0, np.nan], [1.0, 2.0, 3.0]])
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_logsumexp_and_its_gradient_match_pytorch_at_infinite_entries(axis, keepdims, masked):
+    """PyTorch's gradient is exp(x - logsumexp(x)): a row holding +inf gets NaN only at its +inf
+    entries and 0 elsewhere; a row of -inf gets NaN; a -inf beside finite entries gets 0."""
+    torch = pytest.importorskip("torch")
+    data = INFINITE_ROWS if axis == 1 else INFINITE_ROWS.T.copy()
+    tensor = torch.tensor(data, requires_grad=True)
+    expected = torch.logsumexp(tensor, dim=axis, keepdim=keepdims)
+    expected.sum().backward()
+
+    g = gv.Graph()
+    x = g.placeholder("x", data.shape)
+    feeds = {"x": data}
+    if masked:   # every entry valid: the same values through the masked kernel and rule
+        feeds["n"] = np.full(data.shape[0], data.shape[1])
+        total = gv.masked_logsumexp(x, g.placeholder("n", (data.shape[0],), "int64"), axis=axis, keepdims=keepdims)
+    else:
+        total = g.math.logsumexp(x, axis=axis, keepdims=keepdims)
+    g.set_loss(g.math.sum(total, name="loss"))
+    np.testing.assert_array_equal(total.eval(feeds), expected.detach().numpy())
+    gradient = g.calculate_gradients(feeds, ["x"])["x"]
+    np.testing.assert_allclose(gradient, tensor.grad.numpy(), rtol=1e-12, atol=0)
+
 # --- means of integers: accumulated in float64, as NumPy does ------------------------------------
 
 BIG = 1_700_000_000_000_000_000

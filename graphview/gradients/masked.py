@@ -1,6 +1,6 @@
 """Gradient rules of the masked ops (graphview/ops/masked.py, graphview/ops/masked_loss.py): the
 padding gets a gradient of exactly 0, so nothing read there (NaN included) reaches a gradient."""
-from graphview.gradients.reduce import expand_back
+from graphview.gradients.reduce import expand_back, softmax_weights
 from graphview.ops.masked import (masked_count, masked_log_softmax, masked_logsumexp, masked_max, masked_mean,
                                   masked_min, masked_softmax, masked_sum, sequence_mask)
 from graphview.ops.masked_loss import masked_cross_entropy_grad, masked_softmax_cross_entropy
@@ -28,10 +28,11 @@ def _extreme(g, out, x, lengths, axis=None, keepdims=False, batch_axis=0, time_a
 def _logsumexp(g, out, x, lengths, axis=None, keepdims=False, batch_axis=0, time_axis=1):
     mask = sequence_mask(lengths, x, batch_axis=batch_axis, time_axis=time_axis)
     # softmax over the valid entries, shifted twice so that out's rounding cancels (see gradients/reduce.py).
-    shifted = sub(where(mask, x, 0.0), expand_back(out, x, axis, keepdims))
+    top = expand_back(out, x, axis, keepdims)
+    shifted = sub(where(mask, x, 0.0), top)
     correction = masked_logsumexp(shifted, lengths, axis=axis, keepdims=True, batch_axis=batch_axis,
                                   time_axis=time_axis)
-    weights = exp(sub(shifted, correction))
+    weights = softmax_weights(shifted, correction, top)
     return (where(mask, mul(expand_back(g, x, axis, keepdims), weights), 0.0), None)
 
 

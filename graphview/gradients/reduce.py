@@ -1,6 +1,8 @@
 """Gradient rules of the reductions (graphview/ops/reduce.py)."""
+import math
+
 from graphview.layouts import table
-from graphview.ops.math import cast, div, eq, exp, mul, sub, where
+from graphview.ops.math import abs as absolute, cast, div, eq, exp, lt, mul, sub, where
 from graphview.ops.reduce import logsumexp, prod, sum as reduce_sum
 from graphview.ops.shape import broadcast_like, expand_dims, numel
 from graphview.registry import defvjp
@@ -41,13 +43,23 @@ def _prod(g, out, x, axis=None, keepdims=False):
     return (mul(expand_back(g, x, axis, keepdims), partial),)
 
 
+def softmax_weights(shifted, correction, top):
+    """exp(shifted - correction): logsumexp's gradient, shifted = x - top with top = out broadcast to
+    x's shape and correction = logsumexp(shifted); gradients/masked uses it too.
+
+    exp(x - out) alone is off when the entries are large: out is rounded to the precision of its
+    magnitude (at 1e16, to 2). Shifted by out, the entries near the max are exact, and their own
+    logsumexp (about 0, computed exactly) removes out's rounding. An infinite out is exact and is
+    not corrected: its correction is NaN (inf - inf), which would reach every entry of the row,
+    where PyTorch's exp(x - out) gives NaN only at the infinite entries and 0 at the others."""
+    return exp(sub(shifted, where(lt(absolute(top), math.inf), correction, 0.0)))
+
+
 def _logsumexp(g, out, x, axis=None, keepdims=False):
-    # The gradient is softmax(x). exp(x - out) alone is off when the entries are large: out is
-    # rounded to the precision of its magnitude (at 1e16, to 2). Shifted by out, the entries near
-    # the max are exact, and their own logsumexp (about 0, computed exactly) removes out's rounding.
-    shifted = sub(x, expand_back(out, x, axis, keepdims))
+    top = expand_back(out, x, axis, keepdims)
+    shifted = sub(x, top)
     with table.unmasked():   # the plain op reduces over padding too; so does its gradient
-        weights = exp(sub(shifted, logsumexp(shifted, axis=axis, keepdims=True)))
+        weights = softmax_weights(shifted, logsumexp(shifted, axis=axis, keepdims=True), top)
     return (mul(expand_back(g, x, axis, keepdims), weights),)
 
 

@@ -75,6 +75,20 @@ def _names(text):
     return names
 
 
+def _writable_path(text):
+    """An argparse type for a file the command will write: checked when the arguments are parsed, so a
+    path that cannot be written stops the command before any work runs (and nothing is created)."""
+    path = os.path.abspath(text)
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory; give a file path to write")
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: no such directory {folder!r} (create it first)")
+    if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: permission denied")
+    return text
+
+
 def build_parser():
     parser = _Parser(prog="graphview", description="Gradient checks, graph files and op listings for graphview.")
     parser.add_argument("--version", action="version", version=f"graphview {__version__}")
@@ -125,8 +139,8 @@ def build_parser():
     check.add_argument("--max-failures", type=_non_negative(int), default=DEFAULT_MAX_FAILURES, metavar="N",
                        help="list at most N failures per variable in --json and --junit, then their count "
                             f"(default {DEFAULT_MAX_FAILURES})")
-    check.add_argument("--json", metavar="PATH", help="write the report as JSON")
-    check.add_argument("--junit", metavar="PATH", help="write JUnit XML for CI")
+    check.add_argument("--json", type=_writable_path, metavar="PATH", help="write the report as JSON")
+    check.add_argument("--junit", type=_writable_path, metavar="PATH", help="write JUnit XML for CI")
     check.add_argument("--quiet", action="store_true", help="only the verdict line; no progress bar")
     check.set_defaults(func=_gradcheck)
 
@@ -147,7 +161,7 @@ def build_parser():
                                               "a graph file or function TARGET to ONNX (model.gvz model.onnx "
                                               "--outputs logits).")
     convert.add_argument("source", metavar="SOURCE")
-    convert.add_argument("destination", metavar="DESTINATION")
+    convert.add_argument("destination", type=_writable_path, metavar="DESTINATION")
     convert.add_argument("--outputs", type=_names, metavar="NAME,...", help="the graph outputs an ONNX file gets "
                          "(needed when writing ONNX)")
     convert.add_argument("--opset", type=_positive(int), default=17, help="ONNX opset to write (default 17)")

@@ -150,6 +150,23 @@ def test_usage_and_input_errors_are_one_line_with_status_2(capsys, argv, message
     _usage_error(capsys, argv, message)
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["gradcheck", MLP, "--json", "{missing}/r.json"], "argument --json: cannot write"),
+    (["gradcheck", MLP, "--junit", "{missing}/r.xml"], "argument --junit: cannot write"),
+    (["gradcheck", "--ops", "tanh", "--json", "{tmp}"], "argument --json: '{tmp}' is a directory"),
+    (["convert", MLP, "{missing}/m.onnx", "--outputs", "loss"], "argument DESTINATION: cannot write"),
+])
+def test_a_report_path_that_cannot_be_written_stops_the_command_before_any_work(capsys, tmp_path, argv, message):
+    missing = tmp_path / "no" / "such"
+    argv = [part.format(missing=missing, tmp=tmp_path) for part in argv]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""                                # nothing ran: no report, no verdict
+    assert err.startswith(f"graphview {argv[0]}: error: ") and err.count("\n") == 1
+    assert message.format(tmp=tmp_path) in err
+    assert not (tmp_path / "no").exists()           # and nothing was created
+
+
 def test_targets_that_do_not_give_a_usable_graph(capsys, tmp_path):
     (tmp_path / "targets.py").write_text(textwrap.dedent("""
         import graphview as gv

@@ -339,27 +339,57 @@ def test_check_prints_problems_with_file_and_line_and_exits_1(repo, capsys):
 
 # --- new, list, index, graph ---------------------------------------------------------------------------------------
 
-def test_new_writes_the_next_number_from_the_template(repo, capsys):
+def test_new_writes_the_next_number_from_the_template_and_the_index(repo, capsys):
     write(repo, "0001-a.md", record("A"))
     write(repo, "0003-c.md", record("C"))
-    code, out, err = run(repo, "new", "Graph file format (v1)", capsys=capsys)
+    code, out, err = run(repo, "new", "Graph file format (v1)", "--governs", "graphview/graph.py", capsys=capsys)
     path = repo / "adr" / "0004-graph-file-format-v1.md"
-    assert (code, out, err) == (0, f"{path}\n", "")
+    assert (code, out, err) == (0, f"{path}\n{repo / 'adr' / 'README.md'}\n", "")
     text = path.read_text()
     today = long_form(datetime.date.today())
-    assert text.startswith(f"# Graph file format (v1)\n\n## Status\nProposed\n\nProposed by: graphview team ({today})\n")
+    assert text.startswith(f"# Graph file format (v1)\n\n## Status\nProposed\n\nProposed by: graphview team ({today})\n"
+                           "Governs: graphview/graph.py\n")
     parsed = dict(AdrFolder(repo / "adr").records())[4]
-    assert (parsed.status, parsed.date) == ("Proposed", datetime.date.today())
+    assert (parsed.status, parsed.date, parsed.governs) == ("Proposed", datetime.date.today(), ["graphview/graph.py"])
+    assert "0004-graph-file-format-v1.md" in (repo / "adr" / "README.md").read_text()
 
 
-def test_new_record_passes_check_once_governs_is_filled_and_index_rerun(repo, capsys):
-    run(repo, "new", "First", capsys=capsys)
-    path = repo / "adr" / "0001-first.md"
-    assert [m for _, _, m in problems(repo)] == ["'Governs:' lists no paths",
-                                                 "index is missing; run 'graphview adr index'"]
-    path.write_text(path.read_text().replace("Governs:", "Governs: graphview/"))
-    assert run(repo, "index") == 0
-    assert problems(repo) == []
+def test_new_record_with_governs_passes_check_at_once(repo, capsys):
+    code, out, err = run(repo, "new", "First", "--governs", "graphview/graph.py,graphview/planned.py",
+                         "--governs", "adr/", capsys=capsys)
+    assert (code, err) == (0, "")
+    assert "Governs: graphview/graph.py, graphview/planned.py, adr/\n" in (repo / "adr" / "0001-first.md").read_text()
+    assert problems(repo) == []      # a proposal may name a file it will create (graphview/planned.py)
+    assert run(repo, "check", capsys=capsys)[0] == 0
+
+
+def test_new_record_without_governs_says_what_check_wants(repo, capsys):
+    code, out, err = run(repo, "new", "First", capsys=capsys)
+    assert code == 0 and "governs no paths yet" in err and "--governs PATH" in err
+    [(name, line, message)] = problems(repo)
+    assert (name, line) == ("0001-first.md", 7)
+    assert message.startswith("'Governs:' lists no paths; write the repository paths this decision shapes")
+    assert "graphview adr new --governs PATH" in message
+
+
+def test_new_refuses_a_governs_path_outside_the_repository(repo, capsys):
+    code, out, err = run(repo, "new", "First", "--governs", "../elsewhere", capsys=capsys)
+    assert (code, out) == (2, "") and "--governs ../elsewhere: Governs path '../elsewhere' is outside" in err
+    assert not (repo / "adr" / "0001-first.md").exists()
+
+
+def test_new_without_the_folder_says_to_run_init_which_creates_it(tmp_path, capsys):
+    missing = tmp_path / "adr"
+    code = main(["new", "X", "--dir", str(missing)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"no such directory; run 'graphview adr init --dir {missing}' to create it" in err
+    assert not missing.exists()
+    assert main(["init", "--dir", str(missing)]) == 0
+    assert capsys.readouterr().out == f"{missing / 'README.md'}\n"
+    assert main(["new", "X", "--dir", str(missing), "--governs", "adr"]) == 0
+    assert main(["check", "--dir", str(missing)]) == 0
+    assert main(["init", "--dir", str(missing)]) == 2
+    assert "already an ADR folder" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("title", ["", "!!!"])

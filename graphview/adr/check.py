@@ -134,14 +134,16 @@ def _governs_problems(record, folder):
         return [Problem(record.path, record.title_line,
                         "no 'Governs:' line listing the repository paths this decision shapes")]
     if not record.governs:
-        return [Problem(record.path, field.line, "'Governs:' lists no paths")]
+        return [Problem(record.path, field.line, "'Governs:' lists no paths; write the repository paths this "
+                        "decision shapes after it, separated by commas ('graphview adr new --governs PATH' "
+                        "fills it in)")]
     # A proposal may name the files it would create; once a decision is taken (or its status is unknown), they exist.
     must_exist = record.status not in ("Proposed", "Discussion", "Rejected")
     return [Problem(record.path, field.line, message) for path in record.governs
-            for message in [_governs_path_problem(path, folder.root, must_exist)] if message]
+            for message in [governs_path_problem(path, folder.root, must_exist)] if message]
 
 
-def _governs_path_problem(path, root, must_exist=True):
+def governs_path_problem(path, root, must_exist=True):
     """Why ``path`` (relative to the repository root) is not a repository path (one that exists, if
     ``must_exist``), or None."""
     if os.path.isabs(path) or os.path.normpath(path).split(os.sep)[0] == "..":

@@ -1,4 +1,4 @@
-"""`graphview adr {list,new,status,supersede,check,index,graph}`: argument parsing and the seven commands.
+"""`graphview adr {init,list,new,status,supersede,check,index,graph}`: argument parsing and the eight commands.
 
 The `graphview` command calls ``register(subparsers)``; after parsing, ``args.func(args)`` runs the chosen
 command and returns its exit status. ``main(argv)`` runs the same commands on their own (``python -m graphview.adr``).
@@ -46,11 +46,15 @@ def _configure(parser):
     commands = parser.add_subparsers(dest="adr_command", metavar="COMMAND", required=True, parser_class=_Parser)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--dir", default="adr", metavar="PATH", help="the ADR folder (default: ./adr)")
+    commands.add_parser("init", parents=[common], help="create the ADR folder and its index (as adr-tools' init)")
     commands.add_parser("list", parents=[common], help="print number, title, status and date of each record")
     new = commands.add_parser("new", parents=[common], help="write the next record from the template")
     new.add_argument("title", help="the record's title, e.g. \"Graph file format\"")
     new.add_argument("--author", default="graphview team",
                      help="the name on the 'Proposed by:' line (default: graphview team)")
+    new.add_argument("--governs", action="append", type=_paths, default=[], metavar="PATH[,PATH...]",
+                     help="a repository path the decision shapes, for its 'Governs:' line (repeatable or "
+                          "comma-separated; 'adr check' wants at least one)")
     status = commands.add_parser("status", parents=[common], help="set a record's status, then rewrite the index")
     status.add_argument("number", type=_number, help="the record's number, e.g. 0005")
     status.add_argument("status", nargs="+", help="Proposed, Discussion, Accepted, Implemented, Rejected, "
@@ -63,6 +67,13 @@ def _configure(parser):
     commands.add_parser("check", parents=[common], help="report problems with file and line; exit 1 if any")
     commands.add_parser("index", parents=[common], help="regenerate README.md, the table of all records")
     commands.add_parser("graph", parents=[common], help="print the supersedes/relates-to links as DOT")
+
+
+def _paths(text):
+    paths = [path.strip() for path in text.split(",") if path.strip()]
+    if not paths:
+        raise argparse.ArgumentTypeError("give a repository path, e.g. --governs graphview/graph.py")
+    return paths
 
 
 def _number(text):
@@ -85,17 +96,16 @@ def _typed(text):
 def run(args):
     """Run the parsed ``adr`` command; return the exit status."""
     prog = f"graphview adr {args.adr_command}"
+    if args.adr_command == "init":
+        return _init(args.dir, prog)
     if not os.path.isdir(args.dir):
-        print(f"{prog}: error: --dir {args.dir}: no such directory", file=sys.stderr)
+        init = "graphview adr init" + ("" if args.dir == "adr" else f" --dir {args.dir}")
+        print(f"{prog}: error: --dir {args.dir}: no such directory; run '{init}' to create it, or give the "
+              "folder that holds the records with --dir PATH", file=sys.stderr)
         return USAGE_ERROR
     folder = AdrFolder(args.dir)
     if args.adr_command == "new":
-        try:
-            print(new_record(folder, _typed(args.title), author=_typed(args.author)))
-        except (ValueError, FileExistsError) as error:
-            print(f"{prog}: error: {error}", file=sys.stderr)
-            return USAGE_ERROR
-        return 0
+        return _new(folder, args, prog)
     if args.adr_command in ("status", "supersede"):
         return _change(folder, args, prog)
     if args.adr_command == "check":
@@ -110,6 +120,37 @@ def run(args):
         print(write_index(folder))
     else:
         sys.stdout.write(to_dot(link_graph(folder)))
+    return 0
+
+
+def _init(directory, prog):
+    """Create the ADR folder and its (empty) index; refuse a folder that already holds records."""
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        print(f"{prog}: error: --dir {directory}: exists and is not a directory", file=sys.stderr)
+        return USAGE_ERROR
+    os.makedirs(directory, exist_ok=True)
+    folder = AdrFolder(directory)
+    if folder.entries or os.path.exists(folder.index_path):
+        print(f"{prog}: error: --dir {directory}: already an ADR folder; 'graphview adr new \"Title\"' adds a record",
+              file=sys.stderr)
+        return USAGE_ERROR
+    print(write_index(folder))
+    return 0
+
+
+def _new(folder, args, prog):
+    """Write the next record and rewrite the index, print both paths; without --governs, say what check wants."""
+    governs = [path for paths in args.governs for path in paths]
+    try:
+        path = new_record(folder, _typed(args.title), author=_typed(args.author), governs=[_typed(p) for p in governs])
+    except (ValueError, FileExistsError) as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    print(path)
+    print(write_index(AdrFolder(folder.directory)))
+    if not governs:
+        print(f"{prog}: note: {path} governs no paths yet; 'graphview adr check' fails until its 'Governs:' line "
+              "lists the repository paths the decision shapes (or give --governs PATH)", file=sys.stderr)
     return 0
 
 

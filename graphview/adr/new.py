@@ -2,6 +2,7 @@
 import datetime
 import os
 
+from graphview.adr.check import governs_path_problem
 from graphview.adr.dates import long_form
 from graphview.adr.names import slug
 
@@ -11,7 +12,7 @@ TEMPLATE = """# {title}
 Proposed
 
 Proposed by: {author} ({date})
-Governs:
+Governs:{governs}
 
 ## Context
 
@@ -33,13 +34,18 @@ What we will do, stated so that a reviewer can check the code against it.
 """
 
 
-def new_record(folder, title, author="graphview team", today=None):
-    """Write record number ``folder.next_number()`` titled ``title``; return its path."""
+def new_record(folder, title, author="graphview team", governs=(), today=None):
+    """Write record number ``folder.next_number()`` titled ``title``, governing the repository paths
+    ``governs`` (which a proposal may name before they exist); return its path."""
     if not slug(title):
         raise ValueError(f"title {title!r} has no letters or digits to name the file with")
+    for path in governs:
+        if problem := governs_path_problem(path, folder.root, must_exist=False):
+            raise ValueError(f"--governs {path}: {problem}")
     number = folder.next_number()
     path = os.path.join(folder.directory, f"{number:04d}-{slug(title)}.md")
     date = long_form(today or datetime.date.today())
+    listed = f" {', '.join(governs)}" if governs else ""
     with open(path, "x", encoding="utf-8") as file:
-        file.write(TEMPLATE.format(title=" ".join(title.split()), author=author, date=date))
+        file.write(TEMPLATE.format(title=" ".join(title.split()), author=author, date=date, governs=listed))
     return path

@@ -293,7 +293,10 @@ class Executor:
     def explain(self, names):
         """A text description of the plan for ``names``: run order, views, in-place writes and copies."""
         plan = self.schedule(names)
-        lines = [f"plan for {', '.join(names)}: {len(plan.order)} steps"]
+        # The count is of the lines below it: each loaded input and each op run; the `fused` and `output`
+        # lines that may follow are notes on those steps, not steps.
+        lines = [f"plan for {', '.join(names)}: {len(plan.sources)} inputs loaded, then {len(plan.order)} ops "
+                 "run in this order"]
         for node in plan.sources:
             lines.append(f"  load     {node.name} ({node.kind}, {format_shape(node.shape)} {node.dtype.name})")
         for node in plan.order:

@@ -244,6 +244,18 @@ def test_explain_describes_each_step():
     assert "z" not in text.split("\n", 1)[1]
 
 
+def test_explain_counts_the_lines_it_lists():
+    g = gv.Graph("counted")
+    x = g.placeholder("x", (2, 3))
+    w = g.var("w", np.ones((3, 3)))
+    y = g.math.transpose(g.math.tanh(x @ w))
+    header, *lines = g.explain([y.name]).splitlines()
+    loads = [line for line in lines if line.split()[0] == "load"]
+    ops = [line for line in lines if line.split()[0] in ("kernel", "view", "in-place")]
+    assert header == f"plan for {y.name}: {len(loads)} inputs loaded, then {len(ops)} ops run in this order"
+    assert (len(loads), len(ops)) == (2, 3)
+
+
 def test_a_run_time_error_keeps_its_object_and_gains_the_op_and_node():
     class CodedError(gv.GraphviewError):
         def __init__(self, message, code=None):

@@ -54,8 +54,8 @@ def build_cnn(dtype="float32", seed=0):
 def build(batch=8, seed=0, margin=2e-5):
     """The gradient checker's target: the CNN in float64 and a batch of ``batch`` random images and labels.
 
-    Outside training, batch norm normalizes with its running statistics and dropout's mask is fixed by its
-    seed, so the loss is one deterministic function of the weights, smooth except at its kinks: a ReLU
+    Outside training mode (a gradient check's default), batch norm normalizes with its running statistics
+    and dropout is the identity, so the loss is one deterministic function of the weights, smooth except at its kinks: a ReLU
     input at 0 and a max-pool window whose two largest values are equal. Central differences straddling
     a kink disagree with any gradient (PyTorch's too), and a random batch of 8 has values within 1e-5
     (the checker's step) of one about four times in five, so batches are drawn until every value is more

@@ -30,7 +30,7 @@ from graphview.gradcheck import GradCheckReport, check_gradients, op_coverage  #
 from graphview.serialization import load  # noqa: E402
 # Training: the data pipeline, updaters, fit/evaluate and training listeners (ADR 0013).
 from graphview import data  # noqa: E402
-from graphview.runstate import inference  # noqa: E402
+from graphview.runstate import inference, training as training_mode  # noqa: E402
 from graphview.training import (SGD, Adam, AdamW, CheckpointListener, EarlyStoppingListener, RMSProp,  # noqa: E402
                                 ScoreListener, TrainingConfig)
 # Dims, layout views, rearrange and masking (ADR 0014).
@@ -69,7 +69,7 @@ __all__ = [
     "Listener", "NonInplaceValidationListener", "ProfilingListener", "DebugListener",
     "check_gradients", "GradCheckReport", "op_coverage", "load",
     "data", "SGD", "Adam", "AdamW", "RMSProp", "TrainingConfig", "ScoreListener", "EarlyStoppingListener",
-    "CheckpointListener", "inference",
+    "CheckpointListener", "inference", "training_mode",
     "Dim", "DimError", "batch_dim", "dims_of", "lengths_of", "mask_of", "set_dims", "unmasked", "DataView",
     "ImageView", "SequenceView", "ClassView", "ListView", "LayoutError", "rearrange", "reduce", "PatternError",
     "masked_sum", "masked_mean", "masked_max", "masked_min", "masked_logsumexp", "masked_softmax",

@@ -57,7 +57,7 @@ def test_build_gradients_equal_pytorchs_for_the_same_weights_and_batch(example):
     g, feeds = example.build()
     weights = {name: torch.tensor(g.value(name), requires_grad=True) for name in variable_names(g)}
     dropout = next(node for node in g.nodes() if node.op == "dropout")
-    mask = gv.Graph("mask")     # outside training, dropout's mask is a function of its seed: read it off ones
+    mask = gv.Graph("mask")     # read dropout's mask off ones: outside training mode (here) it keeps everything
     kept = mask.nn.dropout(mask.var("ones", np.ones((8, 512))), 0.25, seed=dict(dropout.attrs)["seed"])
     kept = torch.tensor(mask.output({}, [kept])[kept.name])
     h = functional.relu(functional.conv2d(torch.tensor(feeds["x"]), weights["net/conv2d/weight"],
@@ -106,7 +106,9 @@ def test_two_epochs_learn_and_predict_is_the_inference_output(example, trained):
         direct = g.output({"x": x_test}, [logits])[logits.name]
     np.testing.assert_allclose(predicted, direct, rtol=1e-5, atol=1e-5)
     assert np.mean(predicted.argmax(axis=1) == y_test) == accuracy
-    training = g.output({"x": x_test}, [logits])[logits.name]   # no inference state: batch statistics, a mask
+    np.testing.assert_array_equal(g.output({"x": x_test}, [logits])[logits.name], direct)   # plain runs infer
+    with gv.training_mode():
+        training = g.output({"x": x_test}, [logits])[logits.name]   # batch statistics, a mask
     assert not np.allclose(training, direct, atol=1e-3)
 
 

@@ -189,14 +189,22 @@ _STEP_MIX = 0x9E3779B97F4A7C15   # odd 64-bit constant: distinct steps give unre
 _STREAM_MIX = 0xD1B54A32D192ED03  # another, for the data-parallel rank (stream 0 adds nothing)
 
 
-def _dropout_kernel(x, out, rate=0.5, seed=0):
+def _mask_seed(seed):
+    """The seed of this run's dropout mask, or None where the run is not training (no mask)."""
     state = runstate.current()
-    if state is not None and state[0] == runstate.INFERENCE:
+    if not runstate.is_training():
+        return None
+    _, step, stream = state
+    step_part = 0 if step is None else (step + 1) * _STEP_MIX   # no step: the mask fixed by the seed
+    return (seed + step_part + stream * _STREAM_MIX) % 2**64
+
+
+def _dropout_kernel(x, out, rate=0.5, seed=0):
+    mask_seed = _mask_seed(seed)
+    if mask_seed is None:
         copy_kernel(x, out)
         return
-    if state is not None:
-        seed = (seed + (state[1] + 1) * _STEP_MIX + state[2] * _STREAM_MIX) % 2**64
-    random_kernels.dropout(contiguous(x), out, np.uint64(seed), rate)
+    random_kernels.dropout(contiguous(x), out, np.uint64(mask_seed), rate)
 
 
 def _dropout_shape(x, rate=0.5, seed=0):
@@ -204,7 +212,10 @@ def _dropout_shape(x, rate=0.5, seed=0):
 
 
 def _dropout_reference(x, rate=0.5, seed=0):
-    keep = unit_reference(seed, x.size).reshape(x.shape) >= rate
+    mask_seed = _mask_seed(seed)
+    if mask_seed is None:
+        return x.copy()
+    keep = unit_reference(mask_seed, x.size).reshape(x.shape) >= rate
     return np.where(keep, x / (1.0 - rate), 0.0).astype(x.dtype)
 
 
@@ -223,10 +234,11 @@ dropout_op = defop("dropout", shape=_dropout_shape, kernel=_dropout_kernel, prom
 
 @public("nn")
 def dropout(x, rate=0.5, seed=None, training=True, *, name=None):
-    """Inverted dropout. The mask comes from ``seed`` (from the node's name when None): a new one per
-    training step under ``fit``, the same one on every plain run (reproducible), none under
-    ``gv.inference()`` and in evaluation. ``training=False`` builds no dropout at all; ``None`` is the
-    default, ``True``."""
+    """Inverted dropout, in training mode only. The mask comes from ``seed`` (from the node's name when
+    None): a new one per training step under ``fit``, the same one on every run inside
+    ``gv.training_mode()`` (reproducible); every other run (``g.output``, ``calculate_gradients``,
+    gradient checks, evaluation, ``gv.inference()``) is the identity. ``training=False`` builds no
+    dropout at all; ``None`` is the default, ``True``."""
     # The declarations judge rate, seed (and training) before the shortcut reads them: dropout(x, False)
     # or seed=-1 is the same OpArgumentError whether or not a node would be built. training=None is the
     # default, as in Keras.

@@ -1,8 +1,8 @@
 """Normalization ops: batch_norm (with its running-statistic updates) and layer_norm.
 
 ``g.nn.batch_norm`` normalizes each channel (the ``axis`` of x) with the batch's
-mean and biased variance in a training step (``runstate.training``: ``fit`` and
-``GradientStep``) and with the running statistics everywhere else (``g.output``,
+mean and biased variance in training mode (``runstate.training``: ``fit``,
+``GradientStep``, ``gv.training_mode()``) and with the running statistics everywhere else (``g.output``,
 ``calculate_gradients``, gradient checks, ``g.evaluate``, ``gv.inference()``).
 When the running statistics are VARIABLEs made with ``trainable=False``, it also
 records one state update per statistic (ADR 0019): a ``batch_norm_moments`` node
@@ -314,7 +314,7 @@ def batch_norm(x, gamma, beta, running_mean, running_var, axis=1, momentum=0.1, 
     """Batch normalization of the channels on ``axis`` (an int or a gv.Dim), as PyTorch's F.batch_norm.
 
     In a training step (``fit``, ``GradientStep``) each channel is normalized with the batch's mean and
-    biased variance, and running statistics that are VARIABLEs made with ``trainable=False`` are
+    biased variance (inside ``gv.training_mode()`` too, which updates nothing), and running statistics that are VARIABLEs made with ``trainable=False`` are
     updated in place, ``running = (1 - momentum) * running + momentum * batch`` (the unbiased variance
     for ``running_var``), through the state updates this records (ADR 0019). Everywhere else
     (``g.output``, ``calculate_gradients``, gradient checks, ``g.evaluate``, ``gv.inference()``) the

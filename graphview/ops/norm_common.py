@@ -29,9 +29,9 @@ class Positive(attributes.Float):
 
 
 def training():
-    """True inside a training step (fit, GradientStep): batch statistics, not running ones."""
-    state = runstate.current()
-    return state is not None and state[0] == runstate.TRAINING
+    """True in training mode (fit's steps, GradientStep, gv.training_mode()): batch statistics, not
+    running ones."""
+    return runstate.is_training()
 
 
 # --- array helpers ---------------------------------------------------------------------------

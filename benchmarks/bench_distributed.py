@@ -83,8 +83,8 @@ class TimedWorld:
     def sum(self, value):
         return float(self.allreduce_(np.array([value], np.float64))[0])
 
-    def allgather_object(self, value):
-        return self._timed("allgather_object", value)
+    def allgather_object(self, value, what="an all-gather"):
+        return self._timed("allgather_object", value, what)
 
 
 def cnn():

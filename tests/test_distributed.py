@@ -8,6 +8,7 @@ the mpich wheel); without them they are skipped with the reason.
 import json
 import pathlib
 import re
+import sys
 import time
 import types
 
@@ -16,7 +17,7 @@ import pytest
 
 import graphview as gv
 from distributed_scripts.common import batches, data, mlp
-from mpi_helpers import mpiexec, needs_mpi, succeeded
+from mpi_helpers import launch, mpiexec, needs_mpi, succeeded
 
 
 def report(ranks, script, path):
@@ -160,9 +161,9 @@ def test_a_rank_that_never_arrives_times_out_with_the_collective_named():
     done = mpiexec(2, "faults.py", "sleep", timeout=60)                  # rank 1 sleeps 120 s: no hang allowed
     elapsed = time.monotonic() - start
     assert done.returncode != 0 and elapsed < 30
-    assert re.search(r"DistributedTimeoutError: rank 0 of 2: the step's all-reduce \(gradients, loss, state\) did "
-                     r"not complete within 2 s; "
-                     r"a rank never arrived", done.stderr)
+    # Rank 0 waits where its second epoch starts: in the exchange of the epoch's batch sizes.
+    assert re.search(r"DistributedTimeoutError: rank 0 of 2: the all-gather of epoch 2's batch sizes did not "
+                     r"complete within 2 s; a rank never arrived", done.stderr)
     assert "rank 0 of 2: aborting every rank" in done.stderr and "finished" not in done.stdout
 
 
@@ -273,3 +274,76 @@ def test_init_again_without_a_timeout_keeps_the_one_set():
         assert world.timeout == 7.0
     finally:
         gv.distributed.init(timeout=gv.distributed.comm.DEFAULT_TIMEOUT)
+
+
+# --- batch plans and output (issue 27) --------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory):
+    return report(2, "batch_plans.py", tmp_path_factory.mktemp("plans") / "report.json")
+
+
+@needs_mpi
+@pytest.mark.parametrize("case, described, first", [
+    ("lengths 100 and 110", r"rank 0: 4 batches \(32 x3, 4 rows\); rank 1: 4 batches \(32 x3, 14 rows\)",
+     r"batch 4 \(4 rows on rank 0, 14 rows on rank 1\)"),
+    ("lengths 100 and 70", r"rank 0: 4 batches \(32 x3, 4 rows\); rank 1: 3 batches \(32 x2, 6 rows\)",
+     r"batch 3 \(32 rows on rank 0, 6 rows on rank 1\)"),
+    ("batch sizes 32 and 40", r"rank 0: 2 batches \(32 x2 rows\); rank 1: 2 batches \(40, 24 rows\)",
+     r"batch 1 \(32 rows on rank 0, 40 rows on rank 1\)"),
+    ("per-sample lengths 100 and 70", r"rank 0: 4 batches \(32 x3, 4 rows\); rank 1: 3 batches \(32 x2, 6 rows\)",
+     r"batch 3 \(32 rows on rank 0, 6 rows on rank 1\)"),
+])
+def test_ranks_whose_data_give_different_batches_are_refused_before_any_step(plans, case, described, first):
+    for rank in plans[case]:
+        assert re.fullmatch(r"data-parallel epoch 1: the ranks' data give different batches \(" + described
+                            + r"\); the first that differs is " + first + r"\. Each step combines every rank's "
+                            r"share of one batch, .*; no step of the epoch ran", rank["error"])
+        assert rank["steps"] == 0 and not rank["changed"]
+
+
+@needs_mpi
+def test_ranks_whose_data_give_equal_batches_train_through_a_per_sample_pipeline(plans):
+    ranks = plans["equal per-sample"]
+    assert [rank["error"] for rank in ranks] == [None, None]
+    assert [rank["steps"] for rank in ranks] == [6, 6] and ranks[0]["changed"]      # 2 epochs of 32, 32, 6
+    assert ranks[0]["digest"] == ranks[1]["digest"]
+
+
+def readme_data_parallel_example():
+    text = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text[text.index("## Data-parallel training on MPI"):]
+    return section[section.index("```python\n") + len("```python\n"):section.index("```\n", section.index("```python"))]
+
+
+@needs_mpi
+def test_under_mpiexec_rank_0_prints_the_progress_and_the_other_ranks_stay_quiet(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(readme_data_parallel_example())
+    succeeded(launch(2, "-errfile-pattern", tmp_path / "err.%r", "-outfile-pattern", tmp_path / "out.%r",
+                     sys.executable, script))
+    progress = (tmp_path / "err.0").read_text()
+    for epoch in (1, 2, 3):
+        assert re.search(rf"^epoch {epoch}: 4batch .*loss=\d\.\d{{4}}\]$", progress, re.M), progress
+    for quiet in (tmp_path / "err.1", tmp_path / "out.1"):          # mpiexec makes the file once it has output
+        assert not quiet.exists() or quiet.read_text() == ""
+
+
+@pytest.mark.parametrize("pipeline", [
+    lambda source: source >> gv.data.Shuffle(seed=3) >> gv.data.Batch(32),                  # sliced from arrays
+    lambda source: source >> gv.data.Shuffle(seed=3, buffer_size=7) >> gv.data.Batch(32, drop_last=True),
+    lambda source: source >> gv.data.Filter(lambda sample: sample["y"] != 1) >> gv.data.Batch(32),   # per sample
+    lambda source: source >> gv.data.Batch(32) >> gv.data.Map(lambda batch: batch),        # after the Batch
+    lambda source: source >> gv.data.BucketByLength("x", [3], 8),
+], ids=["sliced", "sliced drop_last", "filtered", "mapped batches", "buckets"])
+def test_batch_sizes_are_the_sizes_of_the_batches_the_pass_gives(pipeline):
+    x, y = data(rows=100)
+    dataset = pipeline(gv.data.ArrayDataSet({"x": x}, {"y": y}))
+    for epoch in (0, 1):
+        assert dataset.batch_sizes(epoch) == [batch.size for batch in dataset.iterate(epoch)]
+
+
+def test_batch_sizes_of_a_data_set_of_samples_is_refused():
+    with pytest.raises(gv.data.DataError, match=r"the data set gives Samples, not MiniBatches: end its pipeline "
+                                                r"with gv.data.Batch"):
+        gv.data.ArrayDataSet({"x": np.zeros((3, 2))}).batch_sizes(0)

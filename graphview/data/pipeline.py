@@ -6,7 +6,7 @@ class needs the other's type: they are declared together here, below both
 graphview/data/dataset.py (the data sets) and graphview/data/transformers.py
 (the transformers), which build on them and import neither of each other.
 """
-from graphview.data.sample import DataError
+from graphview.data.sample import DataError, MiniBatch
 from graphview.data.slicing import sliced_pipeline
 
 # What the sliced path calls instead of ``apply`` for each kind of batch_capable (graphview/data/slicing.py).
@@ -41,6 +41,18 @@ class DataSet:
         """The number of items one pass gives, when known without iterating; else None."""
         return None
 
+    def batch_sizes(self, epoch=0):
+        """The rows of each MiniBatch that the pass for ``epoch`` gives, in order (data-parallel ranks compare
+        them before an epoch, ADR 0025). Here by running that pass and keeping only the sizes; a data set
+        that knows its batches without reading them overrides it, as an array-backed pipeline does."""
+        sizes = []
+        for item in self.iterate(epoch):
+            if not isinstance(item, MiniBatch):
+                raise DataError(f"the data set gives {type(item).__name__}s, not MiniBatches: end its pipeline "
+                                "with gv.data.Batch")
+            sizes.append(item.size)
+        return sizes
+
     def arrays(self):
         """``(features, targets)``, dicts of arrays whose rows are the samples, when the data set is backed
         by such arrays (so batches can be sliced from them, graphview/data/slicing.py, when they hold numbers
@@ -61,6 +73,12 @@ class TransformedDataSet(DataSet):
         if sliced is not None:
             return sliced.iterate(epoch)
         return iter(self.transformer.apply(self.source.iterate(epoch), epoch))
+
+    def batch_sizes(self, epoch=0):
+        root, stages = self.pipeline()
+        sliced = sliced_pipeline(root.arrays(), stages)
+        sizes = sliced.batch_sizes() if sliced is not None else None
+        return sizes if sizes is not None else super().batch_sizes(epoch)
 
     def iterate_per_sample(self, epoch=0):
         """The pass as ``iterate`` gives it, computed sample by sample (the reference for the sliced path)."""

@@ -61,6 +61,13 @@ class SlicedPipeline:
             items = stage.apply(items, epoch)
         return iter(items)
 
+    def batch_sizes(self):
+        """The rows of each batch of a pass, from the ``Batch``'s row slices alone (the stages before it keep
+        the count); None when stages after it may change the batches."""
+        if self.after:
+            return None
+        return [len(range(self.count)[rows]) for rows in self.batch.row_slices(self.count)]
+
     def _gather(self, rows, elementwise):
         batch = MiniBatch({name: np.take(column, rows, axis=0) for name, column in self.features.items()},
                           {name: np.take(column, rows, axis=0) for name, column in self.targets.items()})

@@ -81,8 +81,8 @@ class LocalWorld:
         """The sum of a float over the ranks."""
         return float(value)
 
-    def allgather_object(self, value):
-        """Every rank's (small, picklable) ``value``, in rank order."""
+    def allgather_object(self, value, what="an all-gather"):
+        """Every rank's (small, picklable) ``value``, in rank order; ``what`` names it in a timeout."""
         return [value]
 
     def barrier(self):
@@ -142,10 +142,10 @@ class MPIWorld:
         self._wait(self.comm.Ireduce_scatter(send, receive, list(counts), op=self.mpi.SUM), "a reduce-scatter")
         return receive
 
-    def allgather_(self, send, receive, counts):
+    def allgather_(self, send, receive, counts, what="an all-gather"):
         displacements = np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist()
         self._wait(self.comm.Iallgatherv(send, [receive, list(counts), displacements, _mpi_type(self.mpi, receive)]),
-                   "an all-gather")
+                   what)
         return receive
 
     def broadcast_(self, array, root=0):
@@ -156,14 +156,14 @@ class MPIWorld:
         buffer = np.array([value], np.float64)
         return float(self.allreduce_(buffer)[0])
 
-    def allgather_object(self, value):
+    def allgather_object(self, value, what="an all-gather"):
         # Objects go through a length exchange and a byte all-gather, both timed.
         payload = np.frombuffer(_pickled(value), np.uint8)
         counts = np.zeros(self.size, np.int64)
         counts[self.rank] = payload.size
-        self.allreduce_(counts)
+        self._wait(self.comm.Iallreduce(self.mpi.IN_PLACE, counts, op=self.mpi.SUM), what)
         gathered = np.empty(int(counts.sum()), np.uint8)
-        self.allgather_(payload, gathered, counts.tolist())
+        self.allgather_(payload, gathered, counts.tolist(), what)
         edges = np.concatenate([[0], np.cumsum(counts)])
         return [_unpickled(gathered[edges[r]:edges[r + 1]].tobytes()) for r in range(self.size)]
 

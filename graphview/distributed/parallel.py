@@ -120,6 +120,21 @@ class DataParallel:
             for name, offset, count in bucket.entries:
                 updater.state[name] = tuple(array[offset:offset + count].copy() for array in whole)
 
+    # --- per epoch ---------------------------------------------------------------------------------
+
+    def check_plan(self, dataset, epoch):
+        """Before ``epoch``'s first step: every rank's pass of ``dataset`` gives as many batches, of the same
+        sizes, as every other's (a count and a hash of the sizes, all-gathered), so that each step combines
+        shares of batches of one size and no rank runs out of batches before the others. Otherwise a
+        DistributedError naming each rank's batches, raised on every rank before any step of the epoch."""
+        if self.size == 1:
+            return
+        sizes = np.asarray(dataset.batch_sizes(epoch), np.int64)
+        what = f"the all-gather of epoch {epoch + 1}'s batch sizes"
+        summaries = self.world.allgather_object((sizes.size, hashlib.sha256(sizes.tobytes()).hexdigest()), what)
+        if len(set(summaries)) > 1:
+            raise DistributedError(_plans_differ(epoch, self.world.allgather_object(sizes, what)))
+
     # --- per step ----------------------------------------------------------------------------------
 
     def shard(self, batch):
@@ -230,6 +245,37 @@ class DataParallel:
     def __repr__(self):
         mode = "sharded update" if self.sharded_update else "all-reduce"
         return f"DataParallel({self.world!r}, {mode})"
+
+
+def _plans_differ(epoch, plans):
+    """The message for ranks whose batches (``plans[rank]``, arrays of sizes) differ in ``epoch``."""
+    groups = {}
+    for rank, sizes in enumerate(plans):
+        groups.setdefault(tuple(sizes.tolist()), []).append(rank)
+    described = "; ".join(f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}: "
+                          f"{_batches(sizes)}" for sizes, ranks in groups.items())
+    first = next(index for index in range(max(map(len, plans)) + 1)
+                 if len({int(sizes[index]) if index < len(sizes) else None for sizes in plans}) > 1)
+    at = ", ".join(f"{sizes[first]} rows on rank {rank}" if first < len(sizes) else f"none on rank {rank}"
+                   for rank, sizes in enumerate(plans))
+    return (f"data-parallel epoch {epoch + 1}: the ranks' data give different batches ({described}); the first "
+            f"that differs is batch {first + 1} ({at}). Each step combines every rank's share of one batch, so "
+            "every rank must read the same batches (same data set, Shuffle seed and Batch size); no step of "
+            "the epoch ran")
+
+
+def _batches(sizes):
+    """``sizes`` (a tuple of batch sizes) in words, runs of one size counted: "4 batches (32 x3, 4 rows)"."""
+    if not sizes:
+        return "no batches"
+    runs = []
+    for size in sizes:
+        if runs and runs[-1][0] == size:
+            runs[-1][1] += 1
+        else:
+            runs.append([size, 1])
+    shown = ", ".join(f"{size} x{count}" if count > 1 else f"{size}" for size, count in runs[:6])
+    return f"{len(sizes)} batch{'es' if len(sizes) != 1 else ''} ({shown}{', ...' if len(runs) > 6 else ''} rows)"
 
 
 # Losses whose mean divides by a count of valid entries (labels not ignored, positions inside the lengths),

@@ -29,9 +29,10 @@ def fit(graph, dataset, epochs, config, listeners=None, validation=None, progres
 
     ``validation`` (a data set of batches) is evaluated after every epoch.
     ``progress`` draws a tqdm bar per epoch (default: only when stderr is a
-    terminal). ``resume_from`` is a checkpoint graph file: the updater's state
-    and the epoch count are restored from it (load the graph itself with
-    ``gv.load``), so training continues exactly where it stopped.
+    terminal, and on rank 0 of a data-parallel world of several). ``resume_from``
+    is a checkpoint graph file: the updater's state and the epoch count are
+    restored from it (load the graph itself with ``gv.load``), so training
+    continues exactly where it stopped.
     """
     _check_arguments(graph, dataset, epochs, config, validation)
     if validation is not None:
@@ -49,6 +50,8 @@ def fit(graph, dataset, epochs, config, listeners=None, validation=None, progres
         parallel.start(graph, step.gradient_order(), updater)
         if parallel.rank != 0:              # listeners and progress bars run on rank 0 only
             listeners, progress = [], False
+        elif progress is None and parallel.size > 1:    # the launcher relays rank 0's stderr: never a terminal
+            progress = ProgressBar.available()
     if progress or (progress is None and ProgressBar.wanted() and ProgressBar.available()):
         listeners.append(ProgressBar.checked())
     hooks = {hook: [getattr(l, hook) for l in listeners if _overrides(l, hook)] for hook in HOOKS}
@@ -79,6 +82,8 @@ def _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks
     for epoch in range(first, first + epochs):
         ctx.epoch = updater.epoch = epoch
         ctx.stop_training = False
+        if config.data_parallel is not None:
+            config.data_parallel.check_plan(dataset, epoch)
         for hook in hooks["epoch_start"]:
             hook(ctx)
         total, count, losses = 0.0, 0, []

@@ -27,7 +27,7 @@ try:
     h.fit(data, epochs=1, config=gv.TrainingConfig(gv.SGD(0.1), ["x"], ["y"],
                                                    data_parallel=gv.distributed.DataParallel(world)), progress=False)
 except gv.distributed.DistributedError as error:
-    caught.append("sizes refused" if "batches of different sizes" in str(error) else str(error))
+    caught.append("sizes refused" if "give different batches" in str(error) else str(error))
 lines = world.allgather_object(";".join(caught))
 if world.rank == 0:
     print("\n".join(lines), flush=True)

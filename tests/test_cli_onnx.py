@@ -56,6 +56,19 @@ def test_summary_and_gradcheck_take_an_onnx_model(mlp):
     assert status == 2 and "has no output named 'nothing'" in err and "logits" in err
 
 
+def test_summary_params_of_an_onnx_model_lists_its_initializers(mlp):
+    _, folder = mlp
+    run_main("convert", str(folder / "mlp.gvz"), str(folder / "mlp.onnx"), "--outputs", "logits")
+    status, out, _ = run_main("summary", str(folder / "mlp.onnx"), "--params")
+    lines = out.splitlines()
+    assert status == 0 and "0 layers" not in out
+    assert lines[0].startswith("graph ") and "no layers" in lines[0] and "4 variables" in lines[0]
+    assert "initializers" in lines[0]
+    rows = {line.split()[0]: line.split()[-1] for line in lines[3:7]}
+    assert rows == {"w1": "20", "b1": "5", "w2": "15", "b2": "3"}
+    assert "total params: 43 (trainable 43, not trainable 0)" in out
+
+
 def test_convert_refuses_what_it_cannot_write(mlp):
     _, folder = mlp
     status, _, err = run_main("convert", str(folder / "mlp.gvz"), str(folder / "mlp.onnx"))

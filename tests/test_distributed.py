@@ -318,6 +318,7 @@ def readme_data_parallel_example():
 
 @needs_mpi
 def test_under_mpiexec_rank_0_prints_the_progress_and_the_other_ranks_stay_quiet(tmp_path):
+    pytest.importorskip("tqdm", reason="the progress bar needs tqdm")
     script = tmp_path / "train.py"
     script.write_text(readme_data_parallel_example())
     succeeded(launch(2, "-errfile-pattern", tmp_path / "err.%r", "-outfile-pattern", tmp_path / "out.%r",

@@ -2,9 +2,9 @@
 
 Numba compiles each kernel on its first call (a second or more each, then cached on
 disk), so a first ``graphview gradcheck`` spends most of its time compiling. The bar
-says which op is being checked and, through Numba's ``numba:compile`` event, which
-kernel is compiling; a background thread redraws it twice a second so the elapsed time
-keeps moving during a long compilation. It appears after ``delay`` seconds and never
+says which op is being checked and, through graphview.compilation (Numba's
+``numba:compile`` event), which kernel is compiling; a background thread redraws it
+twice a second so the elapsed time keeps moving during a long compilation. It appears after ``delay`` seconds and never
 with ``--quiet``. When stderr is not a terminal (a CI log, ``make run | tee``) the same
 activity is written as plain status lines instead, one every few seconds while anything
 changes and one at least every ``HEARTBEAT`` seconds during a long compilation, so no log
@@ -16,8 +16,9 @@ import threading
 import time
 from contextlib import contextmanager
 
-from numba.core import event
 from tqdm import tqdm
+
+from graphview import compilation
 
 REDRAW = 0.5  # seconds between redraws while nothing else moves the bar
 LINE_EVERY = 3.0  # seconds between status lines on a stderr that is not a terminal
@@ -60,7 +61,7 @@ class Activity:
         text = self.task
         if self.compiling:
             text = f"{text}: " if text else ""
-            text += f"compiling kernel {self.compiling[-1]} (once; cached)"
+            text += compilation.status(self.compiling[-1])
         return text
 
     def _show(self):
@@ -92,25 +93,6 @@ class StatusLines:
             self.printed_at, self.last = now, state
 
 
-class _CompileListener(event.Listener):
-    """Puts the kernel Numba is compiling into the bar (nested compilations stack)."""
-
-    def __init__(self, activity):
-        self.activity = activity
-
-    def on_start(self, compile_event):
-        dispatcher = compile_event.data.get("dispatcher")
-        function = getattr(dispatcher, "py_func", None)
-        name = getattr(function, "__qualname__", "?").replace(".<locals>", "")
-        self.activity.compiling.append(name)
-        self.activity._show()
-
-    def on_end(self, compile_event):
-        if self.activity.compiling:
-            self.activity.compiling.pop()
-        self.activity._show()
-
-
 @contextmanager
 def activity(show, description, *, total=None, unit="it", delay=1.0):
     """An :class:`Activity` on ``sys.stderr``: ``show`` is "bar", "lines" or None (silent)."""
@@ -136,7 +118,7 @@ def activity(show, description, *, total=None, unit="it", delay=1.0):
     painter = threading.Thread(target=redraw, name="graphview-progress", daemon=True)
     painter.start()
     try:
-        with event.install_listener("numba:compile", _CompileListener(current)):
+        with compilation.watching(current.compiling, current._show):
             yield current
     finally:
         stop.set()

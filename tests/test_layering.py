@@ -22,7 +22,7 @@ LAYERS = {
     3: ["graphview.core", "graphview.infer"],
     4: ["graphview.building", "graphview.masking", "graphview.listeners", "graphview.scheduling",
         "graphview.execution", "graphview.autodiff", "graphview.serialization", "graphview.graph_archive",
-        "graphview.layouts.dimfile", "graphview.fusion", "graphview.fused_kernels"],
+        "graphview.layouts.dimfile", "graphview.fusion", "graphview.fused_kernels", "graphview.compilation"],
     5: ["graphview.gradients.*"],
     6: ["graphview.graph", "graphview.training.*", "graphview.finite_differences", "graphview.localize",
         "graphview.gradcheck", "graphview.opsuite", "graphview.rearrange", "graphview.layouts.views",

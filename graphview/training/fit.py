@@ -58,7 +58,7 @@ def fit(graph, dataset, epochs, config, listeners=None, validation=None, progres
     op_listeners = [l for l in listeners if _watches_ops(l)]
     if parallel is not None:                # can rank 0's listeners stop training within an epoch?
         parallel.watch_iterations = parallel.agree(bool(hooks["iteration_end"]))
-    with blas_threads(config.blas_threads):
+    with blas_threads(config.blas_threads), ProgressBar.watch_compilation(listeners):
         return _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks, op_listeners)
 
 
@@ -105,7 +105,7 @@ def _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks
             size = batch.size
             total += loss * size
             count += size
-            losses.append(loss)
+            losses.append(float(loss))
             ctx.iteration, ctx.loss = updater.iteration, loss
             for hook in hooks["iteration_end"]:
                 hook(ctx, loss)
@@ -115,7 +115,7 @@ def _train(graph, dataset, epochs, config, validation, step, history, ctx, hooks
                 break
         if count == 0:
             raise GraphviewError(f"fit: epoch {epoch + 1} gave no batches; is the data set empty?")
-        ctx.epoch_loss = total / count
+        ctx.epoch_loss = float(total / count)     # plain floats: a History prints as numbers, not np.float64
         ctx.validation = validate(graph, validation, config) if validation is not None else None
         history.iteration_losses.extend(losses)
         history.epochs.append(epoch)

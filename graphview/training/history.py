@@ -63,12 +63,17 @@ class History:
         return path
 
     def __str__(self):
-        lines = ["epoch  loss" + "".join(f"  val_{name}" for name in self._names())]
-        for index, loss in enumerate(self.epoch_losses):
-            row = f"{self.epochs[index] + 1 if index < len(self.epochs) else index + 1:>5}  {loss:.5f}"
+        names = self._names()
+        # Each column as wide as its header or its widest value, headers right-aligned over the numbers.
+        losses = [f"{loss:.5f}" for loss in self.epoch_losses]
+        loss_width = max([len("loss")] + [len(text) for text in losses])
+        metrics = {name: [f"{entry.get(name, math.nan):.4f}" for entry in self.validation] for name in names}
+        widths = {name: max([len(f"val_{name}")] + [len(text) for text in metrics[name]]) for name in names}
+        lines = [f"epoch  {'loss':>{loss_width}}" + "".join(f"  {'val_' + name:>{widths[name]}}" for name in names)]
+        for index, loss in enumerate(losses):
+            row = f"{self.epochs[index] + 1 if index < len(self.epochs) else index + 1:>5}  {loss:>{loss_width}}"
             if index < len(self.validation):
-                row += "".join(f"  {self.validation[index].get(name, math.nan):>{4 + len(name)}.4f}"
-                               for name in self._names())
+                row += "".join(f"  {metrics[name][index]:>{widths[name]}}" for name in names)
             lines.append(row)
         if self.stopped_early:
             lines.append("(stopped early)")

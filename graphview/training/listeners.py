@@ -9,11 +9,13 @@ per-iteration losses; ``ctx.epoch_loss`` is their example-weighted mean and
 setting ``ctx.stop_training = True``. A listener that also overrides
 ``pre_op``/``post_op`` watches every op of every training step.
 """
+import contextlib
 import os
 import sys
 
 import numpy as np
 
+from graphview import compilation
 from graphview.errors import GraphviewError
 from graphview.execution import ExecutionContext
 from graphview.listeners import Listener
@@ -32,15 +34,18 @@ class TrainingContext(ExecutionContext):
         self.validation = None
         self.epoch_loss = None
         self.stop_training = False
+        self.progress_bar = False     # True while a ProgressBar draws this fit's epochs (their summary line)
 
 
 class ScoreListener(Listener):
-    """Print (or pass to ``log``) the loss every ``every`` iterations, and each epoch's summary."""
+    """Print (or pass to ``log``) the loss every ``every`` iterations, and each epoch's summary (printed
+    only when no progress bar already shows it: an epoch is on the terminal once)."""
 
     def __init__(self, every=10, log=None):
         if every < 1:
             raise GraphviewError(f"ScoreListener: every must be at least 1, not {every}")
         self.every = int(every)
+        self.printing = log is None       # a log of the user's own gets every line, the bar or not
         self.log = log or (lambda line: print(line, flush=True))
 
     def iteration_end(self, ctx, loss=None):
@@ -48,6 +53,8 @@ class ScoreListener(Listener):
             self.log(f"epoch {ctx.epoch + 1} iteration {ctx.iteration}: loss {ctx.loss:.6f}")
 
     def epoch_end(self, ctx, losses=None):
+        if ctx.progress_bar and self.printing:
+            return      # the epoch's bar, left on the terminal, already says its loss and metrics
         metrics = "".join(f", validation {k} {v:.4f}" for k, v in (ctx.validation or {}).items())
         self.log(f"epoch {ctx.epoch + 1} done: mean loss {ctx.epoch_loss:.6f}{metrics}")
 
@@ -151,13 +158,32 @@ def load_updater_state(path):
 
 
 class ProgressBar(Listener):
-    """A tqdm bar per epoch showing the running mean loss; only drawn when stderr is a terminal."""
+    """A tqdm bar per epoch showing the running mean loss and, while Numba compiles (a first run can spend
+    tens of seconds there), the kernel being compiled; only drawn when stderr is a terminal."""
 
     def __init__(self, total=None, stream=None):
         self.stream = stream or sys.stderr
         self.total = total
         self.bar = None
         self._sum = self._count = 0
+        self.loss_text = ""
+        self.compiling = []           # the kernels being compiled now, innermost last
+
+    @staticmethod
+    def watch_compilation(listeners):
+        """A context within which each ProgressBar in ``listeners`` names the kernel being compiled."""
+        stack = contextlib.ExitStack()
+        for listener in listeners:
+            if isinstance(listener, ProgressBar):
+                stack.enter_context(compilation.watching(listener.compiling, listener.show))
+        return stack
+
+    def show(self):
+        """Put the loss and the kernel compiling into the bar, drawn now while something compiles."""
+        if self.bar is None:
+            return
+        parts = [self.loss_text] + ([compilation.status(self.compiling[-1])] if self.compiling else [])
+        self.bar.set_postfix_str(", ".join(part for part in parts if part), refresh=bool(self.compiling))
 
     @staticmethod
     def wanted(stream=None):
@@ -186,14 +212,17 @@ class ProgressBar(Listener):
     def epoch_start(self, ctx):
         from tqdm import tqdm  # an optional dependency (see available)
         self.bar = tqdm(total=self.total, desc=f"epoch {ctx.epoch + 1}", unit="batch", file=self.stream, leave=True)
+        ctx.progress_bar = True
         self._sum = self._count = 0
+        self.loss_text = ""
 
     def iteration_end(self, ctx, loss=None):
         self._sum += ctx.loss
         self._count += 1
         self.bar.update(1)
         if self._count % 5 == 1:
-            self.bar.set_postfix(loss=f"{self._sum / self._count:.4f}", refresh=False)
+            self.loss_text = f"loss={self._sum / self._count:.4f}"
+            self.show()
 
     def epoch_end(self, ctx, losses=None):
         if self.bar is not None:

@@ -101,6 +101,9 @@ def test_batch_norm_uses_batch_statistics_only_in_training_mode_and_g_output_nev
     np.testing.assert_allclose(trained, normalized(g, x, x.mean(0), x.var(0)), rtol=1e-10)
     np.testing.assert_array_equal(g.value("mean"), before[0])      # only a step writes running statistics
     np.testing.assert_array_equal(g.value("var"), before[1])
+    with gv.training_mode():          # batch statistics: the gradients through them, checked deterministically
+        assert gv.check_gradients(g, {"x": x}, wrt=["gamma", "beta", "x"]).passed
+    np.testing.assert_array_equal(g.value("mean"), before[0])
     GradientStep(g)({"x": x}, step=0)
     assert not np.allclose(g.value("mean"), before[0])
 

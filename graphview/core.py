@@ -19,6 +19,7 @@ import numpy as np
 from graphview import dtypes
 from graphview.errors import (DTypeError, GraphviewError, NameConflictError, PlaceholderError, ShapeError,
                               UnknownNameError, did_you_mean)
+from graphview.layouts import table as dims_table
 from graphview.registry import get as get_op
 from graphview.shapes import as_array, check_shape, check_size, format_shape
 from graphview.variable import Kind, Node, Variable
@@ -33,9 +34,9 @@ def register_graph_class(graph_class):
     _graph_class = graph_class
 
 
-def new_graph(name=None):
+def new_graph(name=None, float_dtype="float64"):
     """A new, empty graph of the registered class (a bare GraphCore before graph.py is imported)."""
-    return (_graph_class or GraphCore)(name)
+    return (_graph_class or GraphCore)(name, float_dtype=float_dtype)
 
 
 class GraphCore:
@@ -48,11 +49,16 @@ class GraphCore:
     variable to the in-place node giving its value after a training step, which training steps run and
     write back (batch norm's running statistics, ADR 0019). ``layers`` maps each layer's full name to
     its record (graphview/layers, ADR 0023): ``{"type", "parent", "variables", "calls"}``, with
-    ``calls`` a list of ``{"inputs": [names], "output": name}``; plain JSON, saved with the graph."""
+    ``calls`` a list of ``{"inputs": [names], "output": name}``; plain JSON, saved with the graph.
+    ``float_dtype`` (float64 unless given) is the model's float dtype: that of placeholders made without a
+    dtype and of layer variables whose inputs carry no float dtype (an embedding's, ADR 0023)."""
 
-    def __init__(self, name=None):
+    def __init__(self, name=None, float_dtype="float64"):
         number = next(_numbers)
         self.name = name or f"graph{number}"
+        self.float_dtype = dtypes.as_dtype(float_dtype, f"graph {self.name!r}: float_dtype")
+        if self.float_dtype not in (np.float32, np.float64):
+            raise DTypeError(f"graph {self.name!r}: float_dtype must be float32 or float64, not {self.float_dtype.name}")
         self.store = {}
         self.loss_names = ()
         self.lock = threading.RLock()
@@ -67,6 +73,7 @@ class GraphCore:
         self._nx = nx.MultiDiGraph()
         self._scopes = []
         self._counters = {}
+        self._rollbacks = []   # the undo actions of each open atomic block, innermost last
 
     # --- reading ---------------------------------------------------------------
 
@@ -225,6 +232,57 @@ class GraphCore:
         if isinstance(value, Variable) and value.graph is not self:
             raise GraphviewError(f"variable {value.name!r} belongs to graph {value.graph.name!r}, not {self.name!r}")
 
+    # --- atomic blocks ---------------------------------------------------------
+
+    @contextlib.contextmanager
+    def atomic(self):
+        """A block that adds to the graph all or nothing: if it raises, every node, stored value, name,
+        name counter, trainability, state update, loss, layer record and dims entry it added is removed
+        and the actions given to :meth:`on_rollback` inside it run, newest first, so the graph is as
+        before the block. Blocks nest (an inner block that succeeds is undone with its outer one); the
+        graph's lock is held throughout, so other threads' additions never interleave with a block's."""
+        with self.lock:
+            mark = self._mark()
+            self._rollbacks.append([])
+            try:
+                yield
+            except BaseException:
+                undo = self._rollbacks.pop()
+                for action in reversed(undo):
+                    action()
+                self._restore(mark)
+                raise
+            undo = self._rollbacks.pop()
+            if self._rollbacks:
+                self._rollbacks[-1].extend(undo)
+
+    def on_rollback(self, action):
+        """Run ``action()`` if the innermost open :meth:`atomic` block (or one around it) fails: state kept
+        outside the graph (a layer's binding) that must be undone with it. Nothing outside a block."""
+        with self.lock:
+            if self._rollbacks:
+                self._rollbacks[-1].append(action)
+
+    def _mark(self):
+        return {"nodes": len(self._order), "counters": dict(self._counters), "loss_names": self.loss_names,
+                "non_trainable": set(self.non_trainable), "state_updates": dict(self.state_updates),
+                "layers": copy.deepcopy(self.layers), "dims": dims_table.snapshot(self)}
+
+    def _restore(self, mark):
+        added = self._order[mark["nodes"]:]
+        del self._order[mark["nodes"]:]
+        for name in added:
+            del self._nodes[name]
+            self.store.pop(name, None)
+        self._nx.remove_nodes_from(added)
+        self._counters = mark["counters"]
+        self.loss_names = mark["loss_names"]
+        for kept, saved in ((self.non_trainable, mark["non_trainable"]), (self.state_updates, mark["state_updates"]),
+                            (self.layers, mark["layers"])):
+            kept.clear()         # in place: whoever holds g.layers keeps reading the graph's own
+            kept.update(saved)
+        dims_table.restore(self, mark["dims"])
+
     # --- adding ----------------------------------------------------------------
 
     def add_node(self, name, kind, op, inputs, attrs, shape, dtype):
@@ -241,9 +299,10 @@ class GraphCore:
                 self._nx.add_edge(source, name, position=position)
         return Variable(self, name)
 
-    def placeholder(self, name, shape=None, dtype="float64"):
-        """A value fed at run time; a dim of ``shape`` may be None (any size)."""
-        dtype = dtypes.as_dtype(dtype, f"placeholder {name!r}")
+    def placeholder(self, name, shape=None, dtype=None):
+        """A value fed at run time; a dim of ``shape`` may be None (any size); ``dtype`` defaults to the
+        graph's ``float_dtype``."""
+        dtype = self.float_dtype if dtype is None else dtypes.as_dtype(dtype, f"placeholder {name!r}")
         shape = check_shape(shape, f"placeholder {name!r}", allow_none=True)
         check_size(shape, dtype, f"placeholder {name!r}")
         return self.add_node(self.new_name(name, "placeholder"), Kind.PLACEHOLDER, None, (), (), shape, dtype)
@@ -351,7 +410,7 @@ class GraphCore:
         ``store`` when given (shared with, or layered over, this graph's); otherwise it holds its own
         copy of each stored value, in its node's (possibly rewritten) dtype. ``keep_losses`` copies
         the loss names."""
-        graph = new_graph(name)
+        graph = new_graph(name, self.float_dtype)
         if store is not None:
             graph.store = store
         for node in self.nodes():

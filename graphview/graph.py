@@ -22,15 +22,18 @@ SPACES = ("math", "nn", "linalg", "shape", "loss", "random")
 
 
 class Graph(core.GraphCore):
-    """An immutable op graph: build it with ops, run it with ``output``."""
+    """An immutable op graph: build it with ops, run it with ``output``. ``float_dtype`` ("float64" or
+    "float32") is the model's float dtype: placeholders made without a dtype and layers whose input carries
+    none (an embedding's ids) take it."""
 
-    def __init__(self, name=None):
-        super().__init__(name)
+    def __init__(self, name=None, float_dtype="float64"):
+        super().__init__(name, float_dtype)
         for space in SPACES:
             setattr(self, space, Namespace(self, space))
 
-    def placeholder(self, name, shape=None, dtype="float64", *, dims=None, lengths=None):
-        """A value fed at run time; a dim of ``shape`` may be None (any size).
+    def placeholder(self, name, shape=None, dtype=None, *, dims=None, lengths=None):
+        """A value fed at run time; a dim of ``shape`` may be None (any size); ``dtype`` defaults to the
+        graph's ``float_dtype`` (float64 unless the graph was made with another).
 
         ``dims`` tags each axis with a gv.Dim; ``lengths`` maps a dynamic dim to the
         name of its int lengths placeholder (see graphview/layouts/table.py)."""

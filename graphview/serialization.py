@@ -83,6 +83,8 @@ def save(graph, path, placeholders=None):
         document["state_updates"] = [[name, node] for name, node in graph.state_updates.items()]
     if graph.layers:
         document["layers"] = [{"name": name, **record} for name, record in graph.layers.items()]
+    if graph.float_dtype != np.float64:
+        document["float_dtype"] = graph.float_dtype.name
     text = _layout(document)
     try:
         with _replacing(shown) as stream, zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_DEFLATED) as archive:
@@ -254,7 +256,10 @@ class _Reader(ArchiveReader):
     def _graph(self, document):
         if not document["name"]:
             self.fail(f"{GRAPH_JSON}: the graph name is empty")
-        graph = core.new_graph(document["name"])
+        float_dtype = document.get("float_dtype", "float64")
+        if float_dtype not in ("float32", "float64"):
+            self.fail(f"{GRAPH_JSON}: 'float_dtype' must be \"float32\" or \"float64\", got {float_dtype!r:.80}")
+        graph = core.new_graph(document["name"], float_dtype)
         for position, entry in enumerate(document["nodes"]):
             self._add(graph, position, entry)
         dimfile.read(document, graph, lambda message: self.fail(f"{GRAPH_JSON}: {message}"))

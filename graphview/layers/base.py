@@ -54,7 +54,6 @@ class Layer:
         self.name = None          # the full name, set on the first call
         self.parent = None        # the enclosing layer on the first call (a Sequential), if any
         self.own_variables = []   # the variables this layer created, in creation order
-        self.built = False        # whether build() completed (a failed first build leaves a bound layer unusable)
 
     # --- calling -----------------------------------------------------------------------------------
 
@@ -65,30 +64,20 @@ class Layer:
         graph = inputs[0].graph
         for x in inputs:
             graph.check_owned(x)
-        first = self.graph is None
-        if first:
-            self._bind(graph)
-            try:
-                with graph.in_scope(self.name), self._calling():
-                    self.build(*inputs)
-            except Exception:
-                self._unbind_if_unused()
-                raise
-            self.built = True
-        elif graph is not self.graph:
+        if self.graph is not None and graph is not self.graph:
             raise GraphviewError(f"{self.describe()} belongs to graph {self.graph.name!r}; it cannot be called on "
                                  f"variables of graph {graph.name!r} (make a new layer for each graph)")
-        elif not self.built:
-            raise GraphviewError(f"{self.describe()} failed while building its variables on its first call, after "
-                                 f"making {', '.join(v.name for v in self.own_variables)}; make a new layer")
-        try:
+        # A call is atomic: if building or forward fails, here or in a layer it calls, the graph drops all
+        # the call added (nodes, variables, names, counters, records) and each layer bound in it is unbound.
+        with graph.atomic():
+            graph.on_rollback(self._restorer())
+            if self.graph is None:
+                self._bind(graph)
+                with graph.in_scope(self.name), self._calling():
+                    self.build(*inputs)
             with graph.in_scope(self.name), self._calling():
                 output = self.forward(*inputs, **options)
-        except Exception:
-            if first:
-                self._unbind_if_unused()
-            raise
-        graph.layers[self.name]["calls"].append({"inputs": [x.name for x in inputs], "output": output.name})
+            graph.layers[self.name]["calls"].append({"inputs": [x.name for x in inputs], "output": output.name})
         return output
 
     def _bind(self, graph):
@@ -97,17 +86,14 @@ class Layer:
         self.name = graph.add_layer(self.requested_name, snake(type(self).__name__), type(self).__name__,
                                     parent.name if parent is not None else None)
 
-    def _unbind_if_unused(self):
-        """After a failed first call: forget the binding, and the graph its record, when nothing refers to
-        them (no variable made, no call, no layer inside), so that the layer can be called again; else it
-        stays bound, its record listing the variables made before the failure."""
-        graph, name = self.graph, self.name
-        with graph.lock:
-            record = graph.layers[name]
-            if record["variables"] or record["calls"] or any(r["parent"] == name for r in graph.layers.values()):
-                return
-            del graph.layers[name]
-        self.graph = self.name = self.parent = None
+    def _restorer(self):
+        """An action putting this layer's attributes back as they are now (its binding, its variables)."""
+        saved = dict(self.__dict__, own_variables=list(self.own_variables))
+
+        def restore():
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+        return restore
 
     @contextlib.contextmanager
     def _calling(self):
@@ -197,13 +183,14 @@ class Layer:
 
 
 def float_dtype(layer, x, dtype):
-    """The dtype of a layer's variables: ``dtype`` when given, else x's if it is float32/64, else float64."""
+    """The dtype of a layer's variables: ``dtype`` when given, else x's if it is float32/64, else (ids, ints,
+    bools: no float dtype to follow) the graph's ``float_dtype``, so that a float32 model stays float32."""
     if dtype is not None:
         dtype = dtypes.as_dtype(dtype, f"{layer.describe()}: dtype")
         if dtype not in (np.float32, np.float64):
             raise OpArgumentError(f"{layer.describe()}: dtype must be float32 or float64, not {dtype.name}")
         return dtype
-    return x.dtype if x.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+    return x.dtype if x.dtype in (np.float32, np.float64) else x.graph.float_dtype
 
 
 def static_size(layer, x, axis, what):

@@ -129,9 +129,10 @@ class Dropout(Layer):
 
 class Embedding(Layer):
     """Rows of a (num_embeddings, dim) table by integer ids (PyTorch's nn.Embedding: N(0, 1) initial
-    values, the ``padding_idx`` row zero and without gradient)."""
+    values, the ``padding_idx`` row zero and without gradient). The table is in ``dtype`` when given, else
+    in the graph's ``float_dtype`` (ids carry no float dtype to follow)."""
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, init=None, dtype="float64", *,
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, init=None, dtype=None, *,
                  name=None, seed=None):
         super().__init__(name=name, seed=seed)
         self.rows = positive_int(self, "num_embeddings", num_embeddings)

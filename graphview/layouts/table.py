@@ -43,6 +43,24 @@ def dims_table(graph, create=True):
     return found
 
 
+def snapshot(graph):
+    """A copy of ``graph``'s dims table (None when it has none), for :func:`restore` after a failed
+    atomic block (``GraphCore.atomic``)."""
+    found = dims_table(graph, create=False)
+    if found is None:
+        return None
+    return {part: dict(getattr(found, part)) for part in ("dims", "lengths", "cache", "subsets")}
+
+
+def restore(graph, saved):
+    """Put back the dims table :func:`snapshot` copied."""
+    found = dims_table(graph, create=saved is not None)
+    if found is None:
+        return
+    for part in ("dims", "lengths", "cache", "subsets"):
+        setattr(found, part, dict(saved[part]) if saved is not None else {})
+
+
 # --- reading and writing dims ------------------------------------------------------------
 
 def dims_of(x):

@@ -29,16 +29,25 @@ def _fma(typingctx, a, b, c):
     return a(a, b, c), codegen
 
 
+# Past these, exp overflows to +inf, as libm's and PyTorch's do: the largest a whose exp is finite, in each
+# precision. The clamps below keep 2^k within the exponent bits; without this overflow, exp(+inf) was finite
+# and sigmoid(-inf) 1e-308 (6e-39 in float32) instead of 0, so that a GRU's r * (W_hn h + b_hn) with an
+# infinite h was an infinity where PyTorch's 0 * inf gives NaN, and h finite where PyTorch's is NaN.
+LARGEST_FINITE_EXP64 = 709.782712893384
+LARGEST_FINITE_EXP32 = np.float32(88.72283)
+
+
 @njit(**JIT)
 def _exp64(a):
-    """exp(a), relative error about 1e-15 over [-708, 709] (a is clamped there)."""
-    a = min(max(a, -708.0), 709.0)
-    k = np.floor(a * 1.4426950408889634 + 0.5)
-    r = (a - k * 0.6931471803691238) - k * 1.9082149292705877e-10
+    """exp(a), relative error about 1e-15 over [-708, 709] (a is clamped there), +inf past
+    LARGEST_FINITE_EXP64; NaN propagates."""
+    clamped = min(max(a, -708.0), 709.0)
+    k = np.floor(clamped * 1.4426950408889634 + 0.5)
+    r = (clamped - k * 0.6931471803691238) - k * 1.9082149292705877e-10
     p = 1.0 + r * (1.0 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (1.0 / 720 + r * (
         1.0 / 5040 + r * (1.0 / 40320 + r * (1.0 / 362880 + r * (1.0 / 3628800 + r * (1.0 / 39916800 + r * (
             1.0 / 479001600 + r * (1.0 / 6227020800)))))))))))))
-    return p * np.int64((np.int64(k) + 1023) << 52).view(np.float64)
+    return np.inf if a > LARGEST_FINITE_EXP64 else p * np.int64((np.int64(k) + 1023) << 52).view(np.float64)
 
 
 @njit(**JIT)
@@ -58,9 +67,10 @@ def _exp_parts32(a):
 
 @njit(**JIT)
 def _exp32(a):
-    """exp(a) in float32, relative error about 2e-7 over [-87, 88] (a is clamped there)."""
+    """exp(a) in float32, relative error about 2e-7 over [-87, 88] (a is clamped there), +inf past
+    LARGEST_FINITE_EXP32; NaN propagates."""
     scale, em = _exp_parts32(a)
-    return _fma(scale, em, scale)
+    return np.float32(np.inf) if a > LARGEST_FINITE_EXP32 else _fma(scale, em, scale)
 
 
 @njit(**JIT)

@@ -85,6 +85,44 @@ def test_values_match_pytorch(kind, dtype, layout):
     np.testing.assert_allclose(got[results[0].name], out.numpy(), **TOLERANCE[dtype])
 
 
+def poisoned_entries(kind, values):
+    """(input's position, index) of an entry in every gate's rows of each weight and bias, and of two entries
+    of x and of each state."""
+    gates, hidden, features = GATES[kind], values[-3].shape[1], values[-4].shape[1]
+    entries = [(0, (0, 0, 0)), (0, (values[0].shape[0] - 1, 3, features - 1))]
+    for position in range(1, len(values) - 4):
+        entries += [(position, (0, 0)), (position, (1, hidden - 1))]
+    for position in range(len(values) - 4, len(values)):
+        rows = [k * hidden + k % hidden for k in range(gates)]
+        entries += [(position, (row,) if values[position].ndim == 1 else (row, row % values[position].shape[1]))
+                    for row in rows]
+    return entries
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("poison", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_entry_of_any_input_gives_pytorchs_nans_and_infinities(kind, dtype, poison):
+    """NaN or an infinity in any input gives NaN, infinities and finite values where PyTorch's nn.LSTM or nn.GRU
+    gives them (sigmoid(-inf) is exactly 0: with an infinite h, a GRU's r * (W_hn h + b_hn) is 0 * inf = NaN),
+    and the packed result (gates and states) agrees with the op's NumPy reference, NaN for NaN."""
+    base = inputs(kind, dtype)
+    for position, index in poisoned_entries(kind, base):
+        values = list(base)
+        values[position] = values[position].copy()
+        values[position][index] = poison
+        g, results = build(kind, tuple(values))
+        packed = next(node.name for node in g.nodes() if node.op == kind)
+        got = g.output({}, list(results) + [packed])
+        expected, _ = torch_results(kind, values)
+        where = f"{poison} at {NAMES[kind][position]}{list(index)}"
+        for result, want in zip(results, expected):
+            np.testing.assert_allclose(got[result.name], want.detach().numpy(), **TOLERANCE[dtype],
+                                       err_msg=f"{result.name}, {where}")
+        np.testing.assert_allclose(got[packed], registry.get(kind).reference(*values), **TOLERANCE[dtype],
+                                   err_msg=f"packed result against the reference, {where}")
+
+
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 @pytest.mark.parametrize("layout", ["btf", "tbf"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

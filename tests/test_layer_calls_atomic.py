@@ -128,3 +128,14 @@ def test_an_atomic_block_undoes_dims_and_actions():
     assert undone == ["layer"] and [n.name for n in g.nodes()] == nodes
     again = g.math.sum(x, axis=t)              # the same nodes and names again: the mask was not kept
     assert [n.name for n in g.nodes()] == names and gv.dims_of(again)[0] is gv.batch_dim
+
+
+@pytest.mark.parametrize("make, shape, axis", [
+    (lambda: L.Conv1D(2, 3, layout="bwc"), (None, 3), 2), (lambda: L.Conv2D(2, 3), (None,), 1),
+    (lambda: L.LSTM(2), (), -1), (lambda: L.MultiHeadAttention(1), (), -1)])
+def test_an_input_without_the_axis_a_layer_reads_its_size_from_is_a_shape_error(make, shape, axis):
+    g = gv.Graph("short")
+    x = g.placeholder("x", shape)
+    with pytest.raises(gv.ShapeError, match=rf"'x' .* has no axis {axis} to read the \w+ size from"):
+        make()(x)
+    assert [n.name for n in g.nodes()] == ["x"] and g.layers == {}

@@ -1,6 +1,9 @@
 """A model never changes float dtype unasked (ADR 0023, amendment of 5th December 2026): a layer follows
 its input's float dtype; one whose input carries none (ids) takes the graph's ``float_dtype``; ``dtype=``
 on a layer overrides both."""
+import json
+import zipfile
+
 import numpy as np
 import pytest
 
@@ -76,3 +79,17 @@ def test_the_float_dtype_survives_clone_and_graph_files(tmp_path):
     assert gv.load(tmp_path / "kept.gvz").float_dtype == np.float32
     gv.Graph("default").save(tmp_path / "default.gvz")
     assert gv.load(tmp_path / "default.gvz").float_dtype == np.float64
+
+
+def test_a_graph_file_with_a_wrong_float_dtype_is_a_graph_file_error(tmp_path):
+    gv.Graph("kept", float_dtype="float32").save(tmp_path / "good.gvz")
+    with zipfile.ZipFile(tmp_path / "good.gvz") as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    document = json.loads(members["graph.json"])
+    assert document["float_dtype"] == "float32"
+    members["graph.json"] = json.dumps({**document, "float_dtype": "int8"})
+    with zipfile.ZipFile(tmp_path / "bad.gvz", "w") as archive:
+        for name, content in members.items():
+            archive.writestr(name, content)
+    with pytest.raises(gv.GraphFileError, match="'float_dtype' must be \"float32\" or \"float64\", got 'int8'"):
+        gv.load(tmp_path / "bad.gvz")

@@ -20,7 +20,8 @@ import numpy as np
 
 from graphview import dtypes
 from graphview import init as initializers
-from graphview.errors import GraphviewError, OpArgumentError
+from graphview.errors import GraphviewError, OpArgumentError, ShapeError
+from graphview.shapes import format_shape
 from graphview.variable import Variable
 
 # The layer whose call is building ops right now (its children record it as their parent).
@@ -194,7 +195,12 @@ def float_dtype(layer, x, dtype):
 
 
 def static_size(layer, x, axis, what):
-    """x's size along ``axis``, which a layer needs to shape its weights: an unknown size is refused."""
+    """x's size along ``axis``, which a layer needs to shape its weights: an axis x lacks or an unknown size
+    is refused."""
+    if not -len(x.shape) <= axis < len(x.shape):
+        raise ShapeError(f"{layer.describe()}: {x.name!r} {format_shape(x.shape)} has no axis {axis} to read the "
+                         f"{what} size from; the layer needs an input of rank {axis + 1 if axis >= 0 else -axis} "
+                         "or more")
     size = x.shape[axis]
     if size is None:
         raise GraphviewError(f"{layer.describe()}: the {what} axis ({axis}) of {x.name!r} {x.shape} has no "

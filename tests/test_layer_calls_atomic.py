@@ -76,7 +76,7 @@ def test_a_failed_layer_call_leaves_the_graph_as_before(cls, make, bad, good, er
     after = state(g)
     assert after[0] == before[0]                                   # no node, and no variable, was added
     assert after[2:] == before[2:]                                 # nor trainability, state update, layer record
-    assert layer.graph is None and layer.variables == []
+    assert layer.graph is None and layer.variables == [] and all(child.graph is None for child in layer.children())
     # The same layer now builds as in a graph that never saw the failure: same names (so no counter moved),
     # same values (seeded by name).
     output = layer(inputs[good])

@@ -17,6 +17,7 @@ import traceback
 from graphview import __version__, cli_report, cli_suite, opsuite, registry
 from graphview.adr.cli import register as add_adr_command
 from graphview.cli_progress import activity, shown
+from graphview.cli_usage import chosen_parser, unrecognized, with_suggestion
 from graphview.distributed.comm import init, launched
 from graphview.dot import to_dot
 from graphview.errors import GraphviewError, InplaceModificationError, did_you_mean
@@ -36,10 +37,10 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with its errors as one line on stderr instead of usage text."""
+    """argparse, with its errors as one line on stderr instead of usage text, and a "did you mean"."""
 
     def error(self, message):
-        raise UsageError(f"{self.prog}: error: {message}")
+        raise UsageError(f"{self.prog}: error: {with_suggestion(message)}")
 
 
 def _number(kind, minimum):
@@ -182,11 +183,15 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
     search_path = list(sys.path)  # targets and --import modules put their folders first, as Python would
+    prog = "graphview"            # every error line starts "graphview[ COMMAND]: error: ", as argparse's do
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
         if args.command is None:
             raise UsageError("graphview: error: give a command: gradcheck, summary, convert, ops, dot or adr (see graphview --help)")
+        prog = f"graphview {args.command}"
+        if extras:
+            raise UsageError(unrecognized(chosen_parser(parser, args), extras))
         args.imports = args.imports_first + getattr(args, "imports", [])
         _import_modules(args)
         return int(args.func(args) or 0)
@@ -202,7 +207,7 @@ def main(argv=None):
     except Exception as error:  # noqa: BLE001 - every failure becomes one line and exit status 2
         if debug:
             traceback.print_exc()
-        print(_one_line(error), file=sys.stderr)
+        print(_one_line(error, prog), file=sys.stderr)
         return USAGE
     finally:
         sys.path[:] = search_path
@@ -218,17 +223,16 @@ def _import_modules(args):
                 raise TargetError(f"--import {module}: {error}") from error
 
 
-def _one_line(error):
+def _one_line(error, prog):
+    """``error`` as one line starting ``prog: error: `` (``prog``: "graphview" and the command)."""
     text = " ".join(str(error).split())
-    if isinstance(error, (UsageError, TargetError)):
-        message = text if text.startswith("graphview") else f"graphview: error: {text}"
-    elif isinstance(error, GraphviewError):
-        message = f"graphview: error: {type(error).__name__}: {text}"
-    elif isinstance(error, OSError):
-        message = f"graphview: error: {error.strerror or text}: {error.filename or ''}".rstrip(": ")
-    else:
-        message = f"graphview: internal error: {type(error).__name__}: {text} (run with --debug for the traceback)"
-    return message
+    if isinstance(error, UsageError) and text.startswith("graphview"):
+        return text                                          # already says which command
+    if isinstance(error, (UsageError, TargetError, GraphviewError)):
+        return f"{prog}: error: {text}"
+    if isinstance(error, OSError):
+        return f"{prog}: error: {error.strerror or text}: {error.filename or ''}".rstrip(": ")
+    return f"{prog}: internal error: {type(error).__name__}: {text} (run with --debug for the traceback)"
 
 
 # --- convert -------------------------------------------------------------------------

@@ -137,7 +137,7 @@ def test_author_option_is_documented():
     assert "the name on the 'Proposed by:' line" in cli(".", "new", "--help", env={"COLUMNS": "200"})[1]
     with open(README, encoding="utf-8") as file:
         section = file.read().split("## Decision records (`graphview adr`)")[1].split("\n## Benchmarks")[0]
-    assert '`graphview adr new "Title" --author NAME`' in section
+    assert '`graphview adr new "Title" --author NAME --governs PATH`' in section
 
 
 # --- item 16: status and supersede ---------------------------------------------------------------------------------

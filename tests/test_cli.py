@@ -140,7 +140,7 @@ def test_progress_goes_to_stderr_only_on_a_terminal_and_not_with_quiet(monkeypat
     (["gradcheck", MLP, "--seed", "1.5"], "argument --seed: '1.5' is not an integer"),
     (["gradcheck", MLP, "--max-per-param", "0"], "argument --max-per-param: '0' must be greater than 0"),
     (["gradcheck", MLP, "--inputs", "missing.npz"], "--inputs missing.npz: no such file"),
-    (["gradcheck", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["gradcheck", "--frobnicate"], "graphview gradcheck: error: unrecognized argument: --frobnicate"),
     (["summary"], "the following arguments are required: TARGET"),
     (["launch"], "invalid choice: 'launch'"),
     ([], "give a command"),
@@ -414,13 +414,20 @@ TWO_WEIGHTS = textwrap.dedent('''
     (["gradcheck", "--ops", "tanhh"], "no registered op named 'tanhh' (did you mean 'tanh'"),
     (["gradcheck", "--ops", "Tanh"], "no registered op named 'Tanh' (did you mean 'tanh'"),
     (["gradcheck", "models.py:build", "--wrt", "w3"],
-     "graphview: error: --wrt w3: graph 'two' has no variable named 'w3' (did you mean 'w1' or 'w2'?)"),
+     "graphview gradcheck: error: --wrt w3: graph 'two' has no variable named 'w3' (did you mean 'w1' or 'w2'?)"),
     (["gradcheck", "models.py:build", "--skip", "w11"],
-     "graphview: error: --skip w11: graph 'two' has no variable named 'w11' (did you mean 'w1'?)"),
+     "graphview gradcheck: error: --skip w11: graph 'two' has no variable named 'w11' (did you mean 'w1'?)"),
     (["summary", "models.py:buld"], "models.py:buld: models.py has no function 'buld' (did you mean 'build'?)"),
     (["gradcheck", "models.py:build", "--inputs", "X.npz"],
-     "graphview: error: --inputs X.npz: 'X' is not a placeholder of graph 'two' (did you mean 'x'?); "
+     "graphview gradcheck: error: --inputs X.npz: 'X' is not a placeholder of graph 'two' (did you mean 'x'?); "
      "its placeholders are: x"),
+    (["gradchek"], "graphview: error: argument COMMAND: invalid choice: 'gradchek' (did you mean 'gradcheck'?)"),
+    (["gradcheck", "--max-per-parm", "3"],
+     "graphview gradcheck: error: unrecognized argument: --max-per-parm (did you mean '--max-per-param'"),
+    (["gradcheck", "--subset", "randm"],
+     "graphview gradcheck: error: argument --subset: invalid choice: 'randm' (did you mean 'random'?)"),
+    (["adr", "lsit"], "graphview adr: error: argument COMMAND: invalid choice: 'lsit' (did you mean 'list'?)"),
+    (["adr", "list", "--dri", "adr"], "graphview adr list: error: unrecognized arguments: --dri (did you mean '--dir'?)"),
 ])
 def test_unknown_names_on_the_command_line_get_a_suggestion(tmp_path, argv, message):
     (tmp_path / "models.py").write_text(TWO_WEIGHTS)

@@ -94,7 +94,7 @@ def test_a_module_function_target_is_found_in_the_current_folder(capsys, reviewe
 
 def test_a_target_that_calls_sys_exit_is_an_input_error(capsys, reviewed):
     _usage_error(capsys, ["gradcheck", "reviewed.py:exits"],
-                 "graphview: error: reviewed.py:exits called sys.exit(0) instead of returning a graph")
+                 "graphview gradcheck: error: reviewed.py:exits called sys.exit(0) instead of returning a graph")
     _usage_error(capsys, ["summary", "reviewed:exits"], "reviewed:exits called sys.exit(0)")
 
 

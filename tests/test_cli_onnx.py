@@ -54,6 +54,7 @@ def test_summary_and_gradcheck_take_an_onnx_model(mlp):
     status, _, err = run_main("gradcheck", str(folder / "mlp.onnx"), "--inputs", str(folder / "batch.npz"),
                               "--loss", "nothing")
     assert status == 2 and "has no output named 'nothing'" in err and "logits" in err
+    assert err.startswith("graphview gradcheck: error: ") and "Error:" not in err   # one prefix for every error
 
 
 def test_summary_params_of_an_onnx_model_lists_its_initializers(mlp):

@@ -28,7 +28,7 @@ LAYERS = {
         "graphview.gradcheck", "graphview.opsuite", "graphview.rearrange", "graphview.layouts.views",
         "graphview.data.*", "graphview.layers.*", "graphview.model_summary",
         "graphview.distributed.*"],
-    7: ["graphview", "graphview.__main__", "graphview.cli", "graphview.cli_report", "graphview.cli_progress", "graphview.cli_suite",
+    7: ["graphview", "graphview.__main__", "graphview.cli", "graphview.cli_usage", "graphview.cli_report", "graphview.cli_progress", "graphview.cli_suite",
         "graphview.targets", "graphview.dot", "graphview.adr.*", "graphview.onnx.*"],
 }
 

@@ -16,6 +16,7 @@ from graphview.adr.folder import AdrFolder
 from graphview.adr.graph import link_graph, to_dot
 from graphview.adr.index import render_list, write_index
 from graphview.adr.new import new_record
+from graphview.cli_usage import chosen_parser, unrecognized, with_suggestion
 
 USAGE_ERROR = 2
 
@@ -28,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _one_line_error(parser, message):
-    print(f"{parser.prog}: error: {message}", file=sys.stderr)
+    print(f"{parser.prog}: error: {with_suggestion(message)}", file=sys.stderr)
     sys.exit(USAGE_ERROR)
 
 
@@ -196,7 +197,10 @@ def main(argv=None):
     parser = _Parser(prog="graphview adr", description="Manage the architecture decision records in adr/.")
     _configure(parser)
     try:
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
     except SystemExit as exit_:
         return exit_.code
+    if extras:
+        print(unrecognized(chosen_parser(parser, args), extras), file=sys.stderr)
+        return USAGE_ERROR
     return args.func(args)

@@ -55,3 +55,23 @@ def test_readme_op_table_names_only_ops_of_their_namespace():
         assert not unknown, f"README's g.{space} row names {unknown}, which g.{space} does not have"
     assert table["math"][:3] == ["add", "sub", "mul"] and table["shape"][0] == "reshape"
     assert gv.ops()
+
+
+def headings(text):
+    """The Markdown heading lines outside fenced code blocks, with their line numbers."""
+    found, fenced = [], False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,6} ", line):
+            found.append((number, line))
+    return found
+
+
+def test_no_heading_is_a_pasted_edit_instruction():
+    # Once a reviewer's "replace from ... up to "..." by:" was pasted in and rendered as a top-level section.
+    pasted = [(number, line) for number, line in headings(README.read_text())
+              if '" by:' in line or re.match(r"#+ (up to|replace|from) ", line, re.I) or line.rstrip().endswith(" by:")]
+    assert pasted == [], pasted
+    for number, line in headings(README.read_text()):
+        assert "..." not in line, f"README.md:{number}: a heading with an elision is a pasted fragment: {line}"

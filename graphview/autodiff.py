@@ -83,8 +83,9 @@ class GradientGraph:
         return f"<gradient graph of {self.forward.name!r}: d({' + '.join(self.losses)})/d({', '.join(self.wrt)})>"
 
 
-def gradient_graph(graph, wrt, losses=None):
-    """The cached :class:`GradientGraph` of ``graph``'s losses with respect to ``wrt``."""
+def gradient_graph(graph, wrt, losses=None, rules=None):
+    """The cached :class:`GradientGraph` of ``graph``'s losses with respect to ``wrt``; ``rules`` maps
+    node names to gradient rules used for those nodes instead of their ops' (the localizer's probe)."""
     losses = tuple(losses) if losses is not None else graph.loss_names
     if not losses:
         raise GraphviewError(f"graph {graph.name!r} has no loss; call g.set_loss(...) before asking for gradients")
@@ -94,13 +95,14 @@ def gradient_graph(graph, wrt, losses=None):
         if not dtypes.is_float(node.dtype):
             raise DTypeError(f"cannot differentiate with respect to {name!r}: it has dtype {node.dtype.name}; "
                              "gradients exist only for floating-point variables")
-    key = (losses, wrt)
+    rules = dict(rules or {})
+    key = (losses, wrt, tuple(sorted(rules.items(), key=lambda item: item[0])))
     with graph.lock:
         # Kept on the graph (not in a module-level weak map, whose values would hold their own keys): a
         # gradient graph and its forward graph refer to each other, a cycle the collector frees together.
         cache = graph.derived.setdefault("gradient graphs", {})
         if key not in cache:
-            cache[key] = _build(graph, losses, wrt)
+            cache[key] = _build(graph, losses, wrt, rules)
         return cache[key]
 
 
@@ -116,7 +118,7 @@ def _names(graph, wrt):
     return [graph.name_of(item) for item in items]
 
 
-def _build(forward, losses, wrt):
+def _build(forward, losses, wrt, rules):
     needed = forward.ancestors(losses + wrt)
     order = [node for node in forward.nodes() if node.name in needed]
     # The gradient graph's constants go to its own layer; variables are read live from the forward store.
@@ -125,13 +127,13 @@ def _build(forward, losses, wrt):
     token = default_graph.set(graph)
     try:
         with graph.name_scope("grad"):
-            gradients = _backward(graph, order, losses, wrt)
+            gradients = _backward(graph, order, losses, wrt, rules)
     finally:
         default_graph.reset(token)
     return GradientGraph(forward, graph, losses, wrt, gradients)
 
 
-def _backward(graph, order, losses, wrt):
+def _backward(graph, order, losses, wrt, rules):
     reach_loss = graph.ancestors(losses)
     depends = set(wrt)
     for node in order:     # no gradient passes through an integer or boolean value
@@ -145,7 +147,7 @@ def _backward(graph, order, losses, wrt):
             pending[name].append(broadcast_like(graph.constant_like(1.0, loss.dtype), loss))
     totals = {}
     with gradients_needed(relevant):
-        _propagate(graph, order, relevant, pending, totals)
+        _propagate(graph, order, relevant, pending, totals, rules)
     result = {}
     for name in wrt:
         result[name] = totals.get(name)
@@ -155,7 +157,7 @@ def _backward(graph, order, losses, wrt):
     return result
 
 
-def _propagate(graph, order, relevant, pending, totals):
+def _propagate(graph, order, relevant, pending, totals, rules):
     """Walk the forward nodes backwards, summing each one's pending gradient contributions (into ``totals``)
     and passing them through its gradient rule to its inputs."""
     for node in reversed(order):
@@ -176,7 +178,8 @@ def _propagate(graph, order, relevant, pending, totals):
             raise GraphviewError(f"op {node.op} (node {node.name!r}) {declared} has no gradient rule; "
                                  "give it one (defop's vjp= or gv.defvjp) or mark it differentiable=False")
         inputs = [graph[name] for name in node.inputs]
-        contributions = definition.vjp(grad, graph[node.name], *inputs, **node.attributes)
+        rule = rules.get(node.name, definition.vjp)
+        contributions = rule(grad, graph[node.name], *inputs, **node.attributes)
         if isinstance(contributions, Variable) or contributions is None:
             contributions = (contributions,)
         contributions = tuple(contributions)

@@ -118,20 +118,25 @@ def projected_difference(loss, direction, eps, one_sided=False):
     """``(L(x + eps u) - L(x - eps u)) / 2 eps`` along the array ``direction`` u (``loss.array`` restored after);
     with ``one_sided`` also ``(L(x + eps u) - L(x)) / eps`` and ``(L(x) - L(x - eps u)) / eps``, which
     disagree where a kink (relu at 0, a max-pool tie) lies within ``eps`` of the point."""
+    if not one_sided:
+        plus, minus = losses_along(loss, direction, (eps, -eps))
+        return (plus - minus) / (2 * eps)
+    plus, minus, center = losses_along(loss, direction, (eps, -eps, 0.0))
+    return (plus - minus) / (2 * eps), (plus - center) / eps, (center - minus) / eps
+
+
+def losses_along(loss, direction, offsets):
+    """``[L(x + t u) for t in offsets]`` along the array ``direction`` u (``loss.array`` restored after)."""
     array = loss.array
     original = array.copy()
+    values = []
     try:
-        array[...] = original + eps * direction
-        plus = loss()
-        array[...] = original - eps * direction
-        minus = loss()
+        for offset in offsets:
+            array[...] = original + offset * direction if offset else original
+            values.append(loss())
     finally:
         array[...] = original
-    central = (plus - minus) / (2 * eps)
-    if not one_sided:
-        return central
-    center = loss()
-    return central, (plus - center) / eps, (center - minus) / eps
+    return values
 
 
 FIRST_ROUND = 8  # items per rank in the first round of a check that stops at its first failure

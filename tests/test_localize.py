@@ -1,9 +1,13 @@
 """A failed gradient check names the op whose gradient rule is wrong (issue 14, item 11; ADR 0007)."""
+import contextlib
+import dataclasses
+
 import numpy as np
 import pytest
 
 import graphview as gv
 from graphview import registry
+from graphview.localize import kink_verdict
 
 R = np.random.default_rng(14)
 BAD = "test_swish_bad"
@@ -134,3 +138,143 @@ def test_a_kink_within_eps_is_reported_as_a_kink_not_as_a_wrong_rule():
     forward, backward = culprit.kink
     assert abs(forward - backward) > 0.1                       # one side sees the slope, the other does not
     assert "not differentiable" in str(culprit) and "not blamed" in str(culprit)
+
+
+# --- curvature is not a kink (issue 27, item 1; ADR 0007, amendment of 5th December 2026) ---------------------
+
+@pytest.fixture
+def square_wrong():
+    """README's broken op: square whose rule forgets the 2."""
+    op = gv.defop("test_square_wrong", shape=lambda x: x, kernel=lambda x, out: np.multiply(x, x, out=out),
+                  vjp=lambda grad, out, x: (grad * x,))
+    yield op
+    registry._REGISTRY.pop("test_square_wrong", None)
+    registry._CALLABLES.pop("test_square_wrong", None)
+
+
+@contextlib.contextmanager
+def rule_of(op, rule):
+    """Built-in op ``op`` with gradient rule ``rule(original_rule, grad, out, *inputs)`` for the block."""
+    definition = registry.get(op)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(registry._REGISTRY, op, dataclasses.replace(
+            definition, vjp=lambda grad, out, *inputs, **attrs: rule(definition.vjp, grad, out, *inputs, **attrs)))
+        yield
+
+
+def _blamed(report):
+    assert not report.passed
+    return {(f.culprit.op, f.culprit.kink is not None) for f in report.failures}
+
+
+def test_the_readme_broken_op_after_a_dense_layer_is_blamed_not_called_a_kink(square_wrong):
+    g = gv.Graph("broken3")
+    x = g.placeholder("x", (None, 3))
+    w = g.var("w", np.random.default_rng(0).normal(size=(3, 3)))
+    g.set_loss(g.math.mean(square_wrong(g.math.tanh(x @ w)), name="loss"))
+    report = gv.check_gradients(g, {"x": np.random.default_rng(1).normal(size=(4, 3))})
+    assert _blamed(report) == {("test_square_wrong", False)}
+    assert "the gradient rule of op 'test_square_wrong'" in str(report) and "not differentiable" not in str(report)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_sign_flipped_sin_rule_inside_two_dense_layers_is_blamed(seed):
+    rng = np.random.default_rng(seed)
+    g = gv.Graph("sin")
+    x = g.placeholder("x", (None, 3))
+    w1, w2 = g.var("w1", rng.normal(size=(3, 3))), g.var("w2", rng.normal(size=(3, 2)))
+    g.set_loss(g.math.mean(g.math.tanh(g.math.sin(g.math.tanh(x @ w1)) @ w2)))
+    with rule_of("sin", lambda rule, grad, out, x: (-rule(grad, out, x)[0],)):
+        assert _blamed(gv.check_gradients(g, {"x": rng.normal(size=(4, 3))})) == {("sin", False)}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_wrong_reciprocal_rule_after_a_dense_layer_is_blamed(seed):
+    rng = np.random.default_rng(seed)
+    g = gv.Graph("reciprocal")
+    x = g.placeholder("x", (None, 3))
+    w = g.var("w", rng.normal(size=(3, 3)))
+    g.set_loss(g.math.mean(g.math.reciprocal(1.5 + g.math.tanh(x @ w))))
+    with rule_of("reciprocal", lambda rule, grad, out, x: (rule(grad, out, x)[0] * 1.1 + 0.01,)):
+        assert _blamed(gv.check_gradients(g, {"x": rng.normal(size=(4, 3))})) == {("reciprocal", False)}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_wrong_rule_in_a_relu_model_is_blamed_for_every_seed(seed):
+    rng = np.random.default_rng(seed)
+    g = gv.Graph("relu")
+    x = g.placeholder("x", (None, 4))
+    w1, w2 = g.var("w1", rng.normal(size=(4, 8))), g.var("w2", rng.normal(size=(8, 2)))
+    second = g.nn.relu(x @ w1) @ w2
+    g.set_loss(g.math.mean(g.math.square(second)))
+    with rule_of("matmul", lambda rule, grad, out, a, b: tuple(d * 1.1 + 0.01 for d in rule(grad, out, a, b))):
+        report = gv.check_gradients(g, {"x": rng.normal(size=(16, 4))})
+    assert _blamed(report) == {("matmul", False)}
+
+
+@pytest.mark.parametrize("c_shape", [(), (3,)])
+def test_a_wrong_rule_of_a_reduction_to_a_scalar_is_blamed_not_the_mean_after_it(c_shape):
+    rng = np.random.default_rng(3)
+    g = gv.Graph("prod")
+    x, c = g.placeholder("x", (4,)), g.placeholder("c", c_shape)
+    w = g.var("w", rng.normal(size=(4,)))
+    g.set_loss(g.math.mean(c * g.math.prod(1.5 + g.math.tanh(x * w))))
+    with rule_of("prod", lambda rule, grad, out, x, **attrs: (rule(grad, out, x, **attrs)[0] * 1.1 + 0.01,)):
+        report = gv.check_gradients(g, {"x": rng.normal(size=(4,)), "c": rng.uniform(0.5, 1.5, c_shape)})
+    assert _blamed(report) == {("prod", False)}
+
+
+def _kink_model(op, weights, value):
+    g = gv.Graph("kinks")
+    w = g.var("w", value)
+    g.set_loss(g.math.sum(op(g, g.math.tanh(w) * 2.0) * weights))
+    return g
+
+
+KINKS = {   # (op on tanh(w) * 2, w): one element lies on a kink or within eps (1e-5) of it
+    "relu at 0": (lambda g, v: g.nn.relu(v), np.array([0.0, 0.7, -0.4])),
+    "relu within eps of 0": (lambda g, v: g.nn.relu(v), np.array([2e-6, 0.7, -0.4])),
+    "abs within eps of 0": (lambda g, v: g.math.abs(v), np.array([-3e-6, 0.7, -0.4])),
+    "max-pool tie": (lambda g, v: g.nn.max_pool2d(g.shape.reshape(v, (1, 1, 2, 2)), 2),
+                     np.arctanh(np.array([0.3, 0.3, -0.2, 0.1]) / 2.0)),
+}
+
+
+@pytest.mark.parametrize("kink", sorted(KINKS))
+def test_a_real_kink_still_gets_the_kink_verdict(kink):
+    op, w = KINKS[kink]
+    report = gv.check_gradients(_kink_model(op, 1.3 if kink == "max-pool tie" else np.array([0.5, 1.0, 1.5]), w), {})
+    assert not report.passed
+    for failure in report.failures:
+        assert failure.culprit.kink is not None, str(failure)
+        forward, backward = failure.culprit.kink
+        assert abs(forward - backward) > 1e-3
+        assert "not differentiable" in str(failure.culprit) and "not blamed" in str(failure.culprit)
+
+
+def test_a_rule_far_from_both_sides_of_a_kink_is_blamed():
+    """Near abs's kink the one-sided slopes differ, but a rule three times the slope lies outside them."""
+    op, w = KINKS["abs within eps of 0"]
+    with rule_of("abs", lambda rule, grad, out, x: (rule(grad, out, x)[0] * 3.0,)):
+        report = gv.check_gradients(_kink_model(op, np.array([0.5, 1.0, 1.5]), w), {})
+    assert _blamed(report) == {("abs", False)}
+
+
+@pytest.mark.parametrize("t", [i / 40 for i in range(39)], ids=lambda t: f"kink at {t:.3f} eps")
+def test_the_kink_test_sees_a_slope_jump_anywhere_within_eps_and_curvature_nowhere(t):
+    """``kink_verdict`` on f(s) = |s - t h| + s^2 / 2 + 5 s^3 (a kink at t h), and on a smooth f."""
+    h = 1e-5
+
+    def disagree(analytic, numeric):
+        return abs(analytic - numeric) > max(1e-5 * (abs(analytic) + abs(numeric)), 1e-8)
+
+    def verdict(f, analytic):
+        return kink_verdict(lambda offsets: [f(s) for s in offsets], (f(0.0), f(h), f(-h)), h, analytic, disagree)
+
+    def kinked(s):
+        return abs(s - t * h) + 0.5 * s * s + 5 * s ** 3 + 1.0
+
+    assert verdict(kinked, -1.0) is not None                    # the slope left of the kink: a kink verdict
+    assert verdict(kinked, 0.0 if t == 0 else -1.0) is not None  # on it, a value between the sides as well
+    assert verdict(kinked, 2.5) is None                         # far outside both sides: the rule is blamed
+    assert verdict(lambda s: np.exp(3 * s) + 400 * s * s, 3.3) is None   # curvature (F - B = 800 h) is no kink
